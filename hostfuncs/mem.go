@@ -1,0 +1,399 @@
+package hostfuncs
+
+import (
+	"container/heap"
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// MemOptions configures NewMemBus.
+type MemOptions struct {
+	// Seed seeds the bus's random decisions (loss, duplication, delay), so a
+	// run's fault decisions are reproducible for a given order of publishes.
+	Seed uint64
+	// Loss, Duplicate, DelayMin, DelayMax: initial fault settings (see the setters).
+	Loss      float64
+	Duplicate float64
+	DelayMin  time.Duration
+	DelayMax  time.Duration
+	// QueueLimit bounds each subscription's undelivered messages; beyond it
+	// messages are dropped and counted (default 4096).
+	QueueLimit int
+	Logger     *slog.Logger // nil: slog.Default()
+}
+
+// MemBus is an in-process pub/sub bus with fault injection. Every node gets
+// its own Transport from Transport(nodeID); a publish is offered to every
+// subscription on the topic, including the publisher's own (loopback), and
+// each copy is independently subject to loss, duplication, delay (which
+// reorders) and partitions. Fault settings can be changed at any time.
+type MemBus struct {
+	logger     *slog.Logger
+	queueLimit int
+
+	mu        sync.Mutex
+	rng       *rand.Rand
+	loss, dup float64
+	dmin      time.Duration
+	dmax      time.Duration
+	blocked   map[[2]string]bool // from -> to
+	subs      map[string]map[*memSub]struct{}
+	nodes     map[string]*MemTransport
+	closed    bool
+}
+
+// NewMemBus returns an empty bus.
+func NewMemBus(opts MemOptions) *MemBus {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if opts.QueueLimit <= 0 {
+		opts.QueueLimit = 4096
+	}
+	b := &MemBus{
+		logger:     logger,
+		queueLimit: opts.QueueLimit,
+		rng:        rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
+		blocked:    map[[2]string]bool{},
+		subs:       map[string]map[*memSub]struct{}{},
+		nodes:      map[string]*MemTransport{},
+	}
+	b.SetLoss(opts.Loss)
+	b.SetDuplicate(opts.Duplicate)
+	b.SetDelay(opts.DelayMin, opts.DelayMax)
+	return b
+}
+
+// Transport returns node nodeID's Transport (the same one on every call until
+// it is closed; a closed node gets a fresh Transport, like a restarted process).
+func (b *MemBus) Transport(nodeID string) *MemTransport {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t, ok := b.nodes[nodeID]; ok {
+		return t
+	}
+	t := &MemTransport{bus: b, node: nodeID, subs: map[*memSub]struct{}{}}
+	if b.closed {
+		t.closed = true
+	}
+	b.nodes[nodeID] = t
+	return t
+}
+
+// SetLoss sets the probability (0..1) that one delivered copy is lost.
+func (b *MemBus) SetLoss(p float64) {
+	b.mu.Lock()
+	b.loss = clamp01(p)
+	b.mu.Unlock()
+}
+
+// SetDuplicate sets the probability (0..1) that one delivered copy is delivered twice.
+func (b *MemBus) SetDuplicate(p float64) {
+	b.mu.Lock()
+	b.dup = clamp01(p)
+	b.mu.Unlock()
+}
+
+// SetDelay makes each copy wait a uniformly random time in [min, max]
+// before delivery; copies may therefore be reordered. Zero means immediate.
+func (b *MemBus) SetDelay(min, max time.Duration) {
+	if min < 0 {
+		min = 0
+	}
+	if max < min {
+		max = min
+	}
+	b.mu.Lock()
+	b.dmin, b.dmax = min, max
+	b.mu.Unlock()
+}
+
+// Block stops delivery from every node in from to every node in to (one way).
+func (b *MemBus) Block(from, to []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, f := range from {
+		for _, t := range to {
+			if f != t {
+				b.blocked[[2]string{f, t}] = true
+			}
+		}
+	}
+}
+
+// Unblock re-allows delivery from every node in from to every node in to.
+func (b *MemBus) Unblock(from, to []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, f := range from {
+		for _, t := range to {
+			delete(b.blocked, [2]string{f, t})
+		}
+	}
+}
+
+// Partition blocks delivery both ways between node sets a and b.
+func (b *MemBus) Partition(a, c []string) {
+	b.Block(a, c)
+	b.Block(c, a)
+}
+
+// Heal removes every partition and block (loss and delay stay as set).
+func (b *MemBus) Heal() {
+	b.mu.Lock()
+	clear(b.blocked)
+	b.mu.Unlock()
+}
+
+// Close closes every node's Transport.
+func (b *MemBus) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	nodes := make([]*MemTransport, 0, len(b.nodes))
+	for _, t := range b.nodes {
+		nodes = append(nodes, t)
+	}
+	b.mu.Unlock()
+	for _, t := range nodes {
+		t.Close()
+	}
+	return nil
+}
+
+func clamp01(p float64) float64 { return max(0, min(1, p)) }
+
+// delayLocked draws one delay; b.mu must be held.
+func (b *MemBus) delayLocked() time.Duration {
+	if b.dmax <= 0 {
+		return 0
+	}
+	if b.dmax == b.dmin {
+		return b.dmin
+	}
+	return b.dmin + time.Duration(b.rng.Int64N(int64(b.dmax-b.dmin)+1))
+}
+
+func (b *MemBus) publish(from string, topic string, payload []byte) {
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for s := range b.subs[topic] {
+		if s.node.node != from && b.blocked[[2]string{from, s.node.node}] {
+			s.node.counters.dropped.Add(1)
+			continue
+		}
+		if b.loss > 0 && b.rng.Float64() < b.loss {
+			s.node.counters.dropped.Add(1)
+			continue
+		}
+		copies := 1
+		if b.dup > 0 && b.rng.Float64() < b.dup {
+			copies = 2
+		}
+		for range copies {
+			m := Message{Topic: topic, Payload: append([]byte(nil), payload...)}
+			s.enqueue(now.Add(b.delayLocked()), m, b.queueLimit)
+		}
+	}
+}
+
+// MemTransport is one node's view of a MemBus.
+type MemTransport struct {
+	bus      *MemBus
+	node     string
+	counters counters
+
+	mu     sync.Mutex
+	subs   map[*memSub]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+var _ Transport = (*MemTransport)(nil)
+
+// NodeID returns the node this Transport belongs to.
+func (t *MemTransport) NodeID() string { return t.node }
+
+// Publish offers payload to every subscription on topic (including this
+// node's own). Lost or partitioned copies are not errors, as on a real bus.
+func (t *MemTransport) Publish(ctx context.Context, topic string, payload []byte) error {
+	if err := ctx.Err(); err != nil {
+		t.counters.publishErrors.Add(1)
+		return err
+	}
+	t.mu.Lock()
+	closed := t.closed
+	t.mu.Unlock()
+	if closed {
+		t.counters.publishErrors.Add(1)
+		return ErrClosed
+	}
+	t.bus.publish(t.node, topic, payload)
+	t.counters.published.Add(1)
+	return nil
+}
+
+// Subscribe registers deliver for topic; it is live when Subscribe returns.
+func (t *MemTransport) Subscribe(ctx context.Context, topic string, deliver func(Message)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return ErrClosed
+	}
+	s := &memSub{node: t, topic: topic, deliver: deliver, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	t.subs[s] = struct{}{}
+	t.wg.Add(1)
+	t.mu.Unlock()
+
+	t.bus.mu.Lock()
+	if t.bus.subs[topic] == nil {
+		t.bus.subs[topic] = map[*memSub]struct{}{}
+	}
+	t.bus.subs[topic][s] = struct{}{}
+	t.bus.mu.Unlock()
+
+	go func() {
+		defer t.wg.Done()
+		s.run(ctx)
+		t.bus.mu.Lock()
+		delete(t.bus.subs[topic], s)
+		t.bus.mu.Unlock()
+		t.mu.Lock()
+		delete(t.subs, s)
+		t.mu.Unlock()
+	}()
+	return nil
+}
+
+// Stats returns this node's counters. Dropped counts copies addressed to this
+// node's subscriptions that fault injection dropped.
+func (t *MemTransport) Stats() Stats { return t.counters.snapshot() }
+
+// Close stops this node's subscriptions and waits for their goroutines.
+// The bus hands out a fresh Transport for the node afterwards.
+func (t *MemTransport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		t.wg.Wait()
+		return nil
+	}
+	t.closed = true
+	for s := range t.subs {
+		s.stop()
+	}
+	t.mu.Unlock()
+	t.bus.mu.Lock()
+	if t.bus.nodes[t.node] == t {
+		delete(t.bus.nodes, t.node)
+	}
+	t.bus.mu.Unlock()
+	t.wg.Wait()
+	return nil
+}
+
+type memItem struct {
+	due time.Time
+	seq uint64
+	msg Message
+}
+
+type memQueue []memItem
+
+func (q memQueue) Len() int { return len(q) }
+func (q memQueue) Less(i, j int) bool {
+	if q[i].due.Equal(q[j].due) {
+		return q[i].seq < q[j].seq
+	}
+	return q[i].due.Before(q[j].due)
+}
+func (q memQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *memQueue) Push(x any)   { *q = append(*q, x.(memItem)) }
+func (q *memQueue) Pop() any {
+	old := *q
+	it := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return it
+}
+
+type memSub struct {
+	node    *MemTransport
+	topic   string
+	deliver func(Message)
+	wake    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+
+	mu  sync.Mutex
+	q   memQueue
+	seq uint64
+}
+
+func (s *memSub) stop() { s.once.Do(func() { close(s.done) }) }
+
+func (s *memSub) enqueue(due time.Time, m Message, limit int) {
+	s.mu.Lock()
+	if len(s.q) >= limit {
+		s.mu.Unlock()
+		s.node.counters.dropped.Add(1)
+		return
+	}
+	s.seq++
+	heap.Push(&s.q, memItem{due: due, seq: s.seq, msg: m})
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *memSub) run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		var wait time.Duration = -1
+		var msg *Message
+		if len(s.q) > 0 {
+			if d := time.Until(s.q[0].due); d <= 0 {
+				it := heap.Pop(&s.q).(memItem)
+				msg = &it.msg
+			} else {
+				wait = d
+			}
+		}
+		s.mu.Unlock()
+		if msg != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.done:
+				return
+			default:
+			}
+			s.node.counters.received.Add(1)
+			s.deliver(*msg)
+			continue
+		}
+		var tc <-chan time.Time
+		if wait >= 0 {
+			timer.Reset(wait)
+			tc = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.done:
+			return
+		case <-s.wake:
+		case <-tc:
+		}
+	}
+}

@@ -1,0 +1,383 @@
+package hostfuncs
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// State store errors.
+var (
+	// ErrCorrupt: a state file (or the manifest) failed its header or checksum check.
+	ErrCorrupt = errors.New("hostfuncs: state corrupt")
+	// ErrMissing: the store recorded that a state with this name was saved,
+	// but its file is gone. Never treat this as a fresh start: a node that
+	// forgets its term and vote can vote twice.
+	ErrMissing = errors.New("hostfuncs: state missing (it existed before)")
+	// ErrInvalidName: a state name that is empty, "." or "..", or contains a
+	// path separator or NUL.
+	ErrInvalidName = errors.New("hostfuncs: invalid state name")
+	// ErrLocked: another process holds the state directory.
+	ErrLocked = errors.New("hostfuncs: state directory locked by another process")
+)
+
+// On-disk format of a state file (and of the manifest), all little endian:
+//
+//	magic   [4]byte "ECST"
+//	version uint16  (1)
+//	flags   uint16  (0)
+//	length  uint64  payload length
+//	crc     uint32  CRC-32C (Castagnoli) of the 16 bytes above and the payload
+//	payload [length]byte
+//
+// Anything else (short file, trailing bytes, wrong magic/version, bad CRC) is ErrCorrupt.
+const (
+	stateMagic      = "ECST"
+	stateVersion    = 1
+	stateHeaderSize = 20
+	stateSuffix     = ".state"
+	manifestName    = "MANIFEST.electcore" // names ever saved, one per line (same framing)
+	lockName        = "LOCK.electcore"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func encodeState(payload []byte) []byte {
+	buf := make([]byte, stateHeaderSize+len(payload))
+	copy(buf, stateMagic)
+	binary.LittleEndian.PutUint16(buf[4:], stateVersion)
+	binary.LittleEndian.PutUint16(buf[6:], 0)
+	binary.LittleEndian.PutUint64(buf[8:], uint64(len(payload)))
+	copy(buf[stateHeaderSize:], payload)
+	crc := crc32.Update(crc32.Checksum(buf[:16], castagnoli), castagnoli, payload)
+	binary.LittleEndian.PutUint32(buf[16:], crc)
+	return buf
+}
+
+func decodeState(buf []byte) ([]byte, error) {
+	if len(buf) < stateHeaderSize {
+		return nil, fmt.Errorf("%w: %d bytes, shorter than the header", ErrCorrupt, len(buf))
+	}
+	if string(buf[:4]) != stateMagic {
+		return nil, fmt.Errorf("%w: bad magic %q", ErrCorrupt, buf[:4])
+	}
+	if v := binary.LittleEndian.Uint16(buf[4:]); v != stateVersion {
+		return nil, fmt.Errorf("%w: unsupported version %d", ErrCorrupt, v)
+	}
+	n := binary.LittleEndian.Uint64(buf[8:])
+	if n != uint64(len(buf)-stateHeaderSize) {
+		return nil, fmt.Errorf("%w: header says %d payload bytes, file has %d", ErrCorrupt, n, len(buf)-stateHeaderSize)
+	}
+	payload := buf[stateHeaderSize:]
+	crc := crc32.Update(crc32.Checksum(buf[:16], castagnoli), castagnoli, payload)
+	if got := binary.LittleEndian.Uint32(buf[16:]); got != crc {
+		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
+	}
+	return payload, nil
+}
+
+// StateStore keeps opaque per-name byte blobs (the host stores the encoded
+// election state of each group) durably in one directory. Save is atomic:
+// after a crash, Load returns either the old or the new bytes. It is safe for
+// concurrent use; the directory is locked against other processes while open.
+type StateStore struct {
+	dir    string
+	logger *slog.Logger
+
+	mu     sync.Mutex
+	known  map[string]bool // names recorded in the manifest
+	lock   *os.File
+	closed bool
+}
+
+// StateOptions configures OpenStateStore.
+type StateOptions struct {
+	Logger *slog.Logger // nil: slog.Default()
+}
+
+// OpenStateStore opens (creating it if needed, mode 0700) a state directory.
+// It fails with a clear error if the directory cannot be written, with
+// ErrLocked if another process has it open, and with ErrCorrupt if its
+// manifest is damaged.
+func OpenStateStore(dir string, opts ...StateOptions) (*StateStore, error) {
+	var o StateOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if dir == "" {
+		return nil, errors.New("hostfuncs: state directory not set")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("hostfuncs: cannot create state directory %s: %w", dir, err)
+	}
+	// Writability check: create, sync and remove a probe file.
+	probe, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return nil, fmt.Errorf("hostfuncs: state directory %s is not writable: %w", dir, err)
+	}
+	_, werr := probe.Write([]byte("probe"))
+	serr := probe.Sync()
+	probe.Close()
+	os.Remove(probe.Name())
+	if err := errors.Join(werr, serr); err != nil {
+		return nil, fmt.Errorf("hostfuncs: state directory %s is not writable: %w", dir, err)
+	}
+	lock, err := lockDir(filepath.Join(dir, lockName))
+	if err != nil {
+		return nil, fmt.Errorf("hostfuncs: state directory %s: %w", dir, err)
+	}
+	s := &StateStore{dir: dir, logger: logger, lock: lock, known: map[string]bool{}}
+	if err := s.loadManifest(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Dir returns the store's directory.
+func (s *StateStore) Dir() string { return s.dir }
+
+// Close releases the directory lock. Further calls return ErrClosed.
+func (s *StateStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.lock.Close()
+}
+
+func (s *StateStore) loadManifest() error {
+	buf, err := os.ReadFile(filepath.Join(s.dir, manifestName))
+	if errors.Is(err, fs.ErrNotExist) {
+		// No manifest. If state files exist anyway (manifest deleted, or a
+		// directory from elsewhere), rebuild it from them: those names existed.
+		entries, rerr := os.ReadDir(s.dir)
+		if rerr != nil {
+			return fmt.Errorf("hostfuncs: reading state directory %s: %w", s.dir, rerr)
+		}
+		for _, e := range entries {
+			if base, ok := strings.CutSuffix(e.Name(), stateSuffix); ok && !e.IsDir() {
+				name, derr := decodeFileName(base)
+				if derr != nil {
+					continue
+				}
+				s.known[name] = true
+			}
+		}
+		if len(s.known) > 0 {
+			s.logger.Warn("state manifest missing; rebuilt from the state files present", "dir", s.dir, "names", len(s.known))
+			return s.writeManifest()
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("hostfuncs: reading state manifest in %s: %w", s.dir, err)
+	}
+	payload, err := decodeState(buf)
+	if err != nil {
+		return fmt.Errorf("state manifest %s: %w", filepath.Join(s.dir, manifestName), err)
+	}
+	for line := range strings.SplitSeq(string(payload), "\n") {
+		if line != "" {
+			s.known[line] = true
+		}
+	}
+	return nil
+}
+
+func (s *StateStore) writeManifest() error {
+	names := make([]string, 0, len(s.known))
+	for n := range s.known {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var b bytes.Buffer
+	for _, n := range names {
+		b.WriteString(n)
+		b.WriteByte('\n')
+	}
+	return s.writeAtomic(manifestName, encodeState(b.Bytes()))
+}
+
+// Save stores data under name atomically and durably: write a temp file,
+// fsync it, rename it over the old file, fsync the directory. The first Save
+// of a name also records it in the directory's manifest (before the data),
+// so a later disappearance is reported as ErrMissing.
+func (s *StateStore) Save(name string, data []byte) error {
+	file, err := stateFileName(name)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if !s.known[name] {
+		s.known[name] = true
+		if err := s.writeManifest(); err != nil {
+			delete(s.known, name)
+			return err
+		}
+	}
+	return s.writeAtomic(file, encodeState(data))
+}
+
+func (s *StateStore) writeAtomic(file string, content []byte) (err error) {
+	tmp, err := os.CreateTemp(s.dir, "."+file+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("hostfuncs: saving state %s: %w", file, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(content); err != nil {
+		return fmt.Errorf("hostfuncs: saving state %s: %w", file, err)
+	}
+	if err = tmp.Sync(); err != nil {
+		return fmt.Errorf("hostfuncs: saving state %s: fsync: %w", file, err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("hostfuncs: saving state %s: %w", file, err)
+	}
+	if err = os.Rename(tmp.Name(), filepath.Join(s.dir, file)); err != nil {
+		return fmt.Errorf("hostfuncs: saving state %s: rename: %w", file, err)
+	}
+	if err = syncDir(s.dir); err != nil {
+		return fmt.Errorf("hostfuncs: saving state %s: fsync dir: %w", file, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Load returns the bytes last saved under name. Errors: ErrNotFound if the
+// name was never saved in this directory (a fresh start is safe), ErrMissing
+// if it was saved before but the file is gone (NOT safe to start fresh),
+// ErrCorrupt if the file fails its checks.
+func (s *StateStore) Load(name string) ([]byte, error) {
+	file, err := stateFileName(name)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	path := filepath.Join(s.dir, file)
+	buf, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if s.known[name] {
+			return nil, fmt.Errorf("state %q (%s): %w", name, path, ErrMissing)
+		}
+		return nil, fmt.Errorf("state %q: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hostfuncs: loading state %q: %w", name, err)
+	}
+	payload, err := decodeState(buf)
+	if err != nil {
+		return nil, fmt.Errorf("state %q (%s): %w", name, path, err)
+	}
+	return payload, nil
+}
+
+// Delete forgets name on purpose: removes its file and its manifest entry, so
+// the next Load returns ErrNotFound. Use only for an operator-requested reset.
+func (s *StateStore) Delete(name string) error {
+	file, err := stateFileName(name)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if err := os.Remove(filepath.Join(s.dir, file)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("hostfuncs: deleting state %q: %w", name, err)
+	}
+	if s.known[name] {
+		delete(s.known, name)
+		if err := s.writeManifest(); err != nil {
+			return err
+		}
+	}
+	return syncDir(s.dir)
+}
+
+// StateFileName returns the file name (inside the store's directory) used for
+// name: bytes outside [A-Za-z0-9_-] (and a leading '.') are percent-encoded;
+// names whose encoding exceeds 200 bytes are shortened with a SHA-256 suffix.
+// It rejects empty names, "." and "..", path separators and NUL.
+func StateFileName(name string) (string, error) { return stateFileName(name) }
+
+func stateFileName(name string) (string, error) {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
+		return "", fmt.Errorf("%w: %q", ErrInvalidName, name)
+	}
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || (c == '.' && i > 0) {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	enc := b.String()
+	if len(enc) > 200 {
+		sum := sha256.Sum256([]byte(name))
+		enc = enc[:100] + "~" + hex.EncodeToString(sum[:16])
+	}
+	return enc + stateSuffix, nil
+}
+
+// decodeFileName reverses the percent-encoding (hashed names cannot be reversed).
+func decodeFileName(base string) (string, error) {
+	if strings.Contains(base, "~") {
+		return "", errors.New("hashed name")
+	}
+	var b strings.Builder
+	for i := 0; i < len(base); i++ {
+		if base[i] == '%' && i+2 < len(base) {
+			v, err := hex.DecodeString(base[i+1 : i+3])
+			if err != nil {
+				return "", err
+			}
+			b.WriteByte(v[0])
+			i += 2
+			continue
+		}
+		b.WriteByte(base[i])
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,605 @@
+package pilotstandin
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Options configures a Daemon. Zero values take the documented defaults.
+type Options struct {
+	// Socket is the unix socket path. Default: a fresh short temp path.
+	Socket string
+	// Hosts are the simulated nodes, each with a broker, all started. The
+	// first is the default local node. Default: ["node-1"].
+	Hosts []string
+	// IdleDrop: a subscription that received nothing for this long is
+	// dropped (CLI exits 1, connection_failed "recv: EOF"). Default 120 s;
+	// the CLI's env PILOT_STANDIN_IDLE_DROP overrides it per subscription.
+	IdleDrop time.Duration
+	// LiveDelayMin/Max: a new subscription goes live after a uniformly random
+	// delay in this range. Default 80 ms and 220 ms.
+	LiveDelayMin, LiveDelayMax time.Duration
+	// KillHang: how long publish/subscribe to a killed broker hang before
+	// connection_failed. Default 29 s.
+	KillHang time.Duration
+	Seed     uint64
+	Logger   *slog.Logger // nil: discard
+}
+
+type brokerState int
+
+const (
+	brokerUp brokerState = iota
+	brokerStopped
+	brokerKilled
+)
+
+type host struct {
+	name    string
+	nodeID  int
+	address string
+	state   brokerState
+	subs    map[*subscriber]struct{}
+	inbox   []map[string]any
+	sent    uint64
+	recv    uint64
+}
+
+type subscriber struct {
+	topic string
+	ch    chan streamLine
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (s *subscriber) close() { s.once.Do(func() { close(s.done) }) }
+
+// Daemon is a fake pilot daemon simulating several nodes and their brokers.
+type Daemon struct {
+	opts    Options
+	ln      net.Listener
+	logger  *slog.Logger
+	started time.Time
+	tmpDir  string
+
+	mu     sync.Mutex
+	rng    *rand.Rand
+	hosts  []*host
+	closed bool
+	conns  map[net.Conn]struct{}
+	quit   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// StartDaemon starts a Daemon for a test and stops it in t.Cleanup.
+func StartDaemon(t testing.TB, opts Options) *Daemon {
+	t.Helper()
+	d, err := NewDaemon(opts)
+	if err != nil {
+		t.Fatalf("pilotstandin: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// NewDaemon starts a Daemon listening on opts.Socket.
+func NewDaemon(opts Options) (*Daemon, error) {
+	if len(opts.Hosts) == 0 {
+		opts.Hosts = []string{"node-1"}
+	}
+	if opts.IdleDrop <= 0 {
+		opts.IdleDrop = 120 * time.Second
+	}
+	if opts.LiveDelayMin <= 0 && opts.LiveDelayMax <= 0 {
+		opts.LiveDelayMin, opts.LiveDelayMax = 80*time.Millisecond, 220*time.Millisecond
+	}
+	if opts.LiveDelayMax < opts.LiveDelayMin {
+		opts.LiveDelayMax = opts.LiveDelayMin
+	}
+	if opts.KillHang <= 0 {
+		opts.KillHang = 29 * time.Second
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	d := &Daemon{
+		opts:    opts,
+		logger:  logger,
+		started: time.Now(),
+		rng:     rand.New(rand.NewPCG(opts.Seed, 0x5eed)),
+		conns:   map[net.Conn]struct{}{},
+		quit:    make(chan struct{}),
+	}
+	if d.opts.Socket == "" {
+		// Unix socket paths are limited to ~108 bytes: keep it short.
+		dir, err := os.MkdirTemp("", "pilot")
+		if err != nil {
+			return nil, err
+		}
+		d.tmpDir = dir
+		d.opts.Socket = filepath.Join(dir, "pilot.sock")
+	}
+	for _, h := range opts.Hosts {
+		d.addHostLocked(h)
+	}
+	ln, err := net.Listen("unix", d.opts.Socket)
+	if err != nil {
+		if d.tmpDir != "" {
+			os.RemoveAll(d.tmpDir)
+		}
+		return nil, fmt.Errorf("listen on %s: %w", d.opts.Socket, err)
+	}
+	d.ln = ln
+	d.wg.Add(1)
+	go d.accept()
+	return d, nil
+}
+
+func (d *Daemon) addHostLocked(name string) *host {
+	for _, h := range d.hosts {
+		if h.name == name {
+			return h
+		}
+	}
+	id := len(d.hosts) + 1
+	h := &host{
+		name:    name,
+		nodeID:  id,
+		address: fmt.Sprintf("0:0000.0000.%04X", id),
+		subs:    map[*subscriber]struct{}{},
+	}
+	d.hosts = append(d.hosts, h)
+	return h
+}
+
+// Socket returns the daemon's unix socket path.
+func (d *Daemon) Socket() string { return d.opts.Socket }
+
+// Env returns the environment a pilotctl process needs to reach this daemon
+// ("PILOT_SOCKET=...").
+func (d *Daemon) Env() []string { return []string{EnvSocket + "=" + d.opts.Socket} }
+
+// Address returns the pilot address of host ("0:0000.0000.0001"), or "".
+func (d *Daemon) Address(name string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if h := d.findLocked(name); h != nil {
+		return h.address
+	}
+	return ""
+}
+
+// findLocked resolves a host by name, address or node id.
+func (d *Daemon) findLocked(ref string) *host {
+	for _, h := range d.hosts {
+		if h.name == ref || h.address == ref || strconv.Itoa(h.nodeID) == ref {
+			return h
+		}
+	}
+	return nil
+}
+
+// StopBroker stops host's broker cleanly: its subscribers see EOF at once;
+// publish and subscribe to it fail with not_found until StartBroker.
+func (d *Daemon) StopBroker(name string) { d.setState(name, brokerStopped, true) }
+
+// KillBroker kills host's broker hard: its subscribers hear nothing (they are
+// dropped by their idle timer), publish and subscribe to it hang for
+// KillHang and then fail with connection_failed, until StartBroker.
+func (d *Daemon) KillBroker(name string) { d.setState(name, brokerKilled, false) }
+
+// StartBroker (re)starts host's broker, adding the host if it is new.
+func (d *Daemon) StartBroker(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.addHostLocked(name).state = brokerUp
+}
+
+func (d *Daemon) setState(name string, st brokerState, eof bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := d.findLocked(name)
+	if h == nil {
+		return
+	}
+	h.state = st
+	for s := range h.subs {
+		if eof {
+			s.close()
+		}
+		delete(h.subs, s) // killed: orphaned, left to the idle timer
+	}
+}
+
+// Subscribers returns how many live subscriptions host's broker has on
+// topic (exact match; "" counts all). Tests use it to wait until a
+// subscriber is live, since pilot itself gives no ready signal.
+func (d *Daemon) Subscribers(name, topic string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := d.findLocked(name)
+	if h == nil {
+		return 0
+	}
+	n := 0
+	for s := range h.subs {
+		if topic == "" || s.topic == topic {
+			n++
+		}
+	}
+	return n
+}
+
+// InjectRaw writes line verbatim (it should not contain a newline) to every
+// live NDJSON subscriber of topic on host, as if the stream were corrupted.
+// It returns the number of subscribers reached.
+func (d *Daemon) InjectRaw(name, topic, line string) int {
+	return d.fanout(name, topic, streamLine{Raw: &line})
+}
+
+func (d *Daemon) fanout(name, topic string, l streamLine) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := d.findLocked(name)
+	if h == nil || h.state != brokerUp {
+		return 0
+	}
+	n := 0
+	for s := range h.subs {
+		if s.topic != topic && s.topic != "*" {
+			continue
+		}
+		select {
+		case s.ch <- l:
+			n++
+		default:
+			d.logger.Warn("pilotstandin: subscriber backlog full, event dropped", "host", name, "topic", topic)
+		}
+	}
+	return n
+}
+
+// Close stops the daemon, closing every connection.
+func (d *Daemon) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	close(d.quit)
+	err := d.ln.Close()
+	for c := range d.conns {
+		c.Close()
+	}
+	for _, h := range d.hosts {
+		for s := range h.subs {
+			s.close()
+		}
+	}
+	d.mu.Unlock()
+	d.wg.Wait()
+	if d.tmpDir != "" {
+		os.RemoveAll(d.tmpDir)
+	}
+	return err
+}
+
+func (d *Daemon) accept() {
+	defer d.wg.Done()
+	for {
+		c, err := d.ln.Accept()
+		if err != nil {
+			return
+		}
+		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			c.Close()
+			return
+		}
+		d.conns[c] = struct{}{}
+		d.wg.Add(1)
+		d.mu.Unlock()
+		go func() {
+			defer d.wg.Done()
+			defer func() {
+				d.mu.Lock()
+				delete(d.conns, c)
+				d.mu.Unlock()
+				c.Close()
+			}()
+			d.serve(c)
+		}()
+	}
+}
+
+func writeJSON(c net.Conn, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = c.Write(append(b, '\n'))
+	return err
+}
+
+func fail(code, msg, hint string) response {
+	return response{Code: code, Message: msg, Hint: hint}
+}
+
+// sleepOrGone waits d, returning false if the daemon closes or the client hangs up.
+func (d *Daemon) sleepOrGone(wait time.Duration, gone <-chan struct{}) bool {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-d.quit:
+		return false
+	case <-gone:
+		return false
+	}
+}
+
+func (d *Daemon) serve(c net.Conn) {
+	r := bufio.NewReaderSize(c, 64<<10)
+	line, err := r.ReadBytes('\n')
+	if err != nil {
+		return
+	}
+	var req request
+	if err := json.Unmarshal(line, &req); err != nil {
+		writeJSON(c, fail(CodeInvalidArgument, "bad request: "+err.Error(), ""))
+		return
+	}
+	// gone closes when the client hangs up (it never sends more after the request).
+	gone := make(chan struct{})
+	go func() {
+		var b [1]byte
+		for {
+			if _, err := c.Read(b[:]); err != nil {
+				close(gone)
+				return
+			}
+		}
+	}()
+	switch req.Op {
+	case "info":
+		writeJSON(c, d.info(req))
+	case "publish":
+		writeJSON(c, d.publish(req, gone))
+	case "send-message":
+		writeJSON(c, d.sendMessage(req))
+	case "inbox":
+		writeJSON(c, d.inbox(req))
+	case "subscribe":
+		d.subscribe(c, req, gone)
+	default:
+		writeJSON(c, fail(CodeInvalidArgument, "unknown command "+strconv.Quote(req.Op), ""))
+	}
+}
+
+func (d *Daemon) localLocked(req request) (*host, *response) {
+	if req.Node == "" {
+		return d.hosts[0], nil
+	}
+	h := d.findLocked(req.Node)
+	if h == nil {
+		r := fail(CodeNotRunning, "daemon for node "+strconv.Quote(req.Node)+" is not running", "")
+		return nil, &r
+	}
+	return h, nil
+}
+
+func (d *Daemon) info(req request) response {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	me, errResp := d.localLocked(req)
+	if errResp != nil {
+		return *errResp
+	}
+	sum := sha256.Sum256([]byte(me.name))
+	peers := []any{}
+	for _, h := range d.hosts {
+		if h != me && h.state == brokerUp {
+			peers = append(peers, map[string]any{"node_id": h.nodeID, "address": h.address, "hostname": h.name})
+		}
+	}
+	return response{OK: true, Data: map[string]any{
+		"node_id":     me.nodeID,
+		"address":     me.address,
+		"hostname":    me.name,
+		"public_key":  base64.StdEncoding.EncodeToString(sum[:]),
+		"uptime_secs": int(time.Since(d.started).Seconds()),
+		"peers":       len(peers),
+		"peer_list":   peers,
+		"conn_list":   []any{},
+		"bytes_sent":  me.sent,
+		"bytes_recv":  me.recv,
+	}}
+}
+
+// target resolves a publish/subscribe target, applying broker state. It may
+// hang (killed broker); ok=false means resp is the error to return.
+func (d *Daemon) target(ref string, gone <-chan struct{}) (*host, *response) {
+	d.mu.Lock()
+	h := d.findLocked(ref)
+	var st brokerState
+	if h != nil {
+		st = h.state
+	}
+	d.mu.Unlock()
+	switch {
+	case h == nil || st == brokerStopped:
+		r := fail(CodeNotFound, "node "+strconv.Quote(ref)+" not found", "check the address or hostname")
+		return nil, &r
+	case st == brokerKilled:
+		if !d.sleepOrGone(d.opts.KillHang, gone) {
+			return nil, nil
+		}
+		r := fail(CodeConnectionFailed, "dial "+h.address+":1002: timeout", "")
+		return nil, &r
+	}
+	return h, nil
+}
+
+func (d *Daemon) publish(req request, gone <-chan struct{}) response {
+	if req.Topic == "" {
+		return fail(CodeInvalidArgument, "topic is required", "")
+	}
+	h, errResp := d.target(req.Host, gone)
+	if errResp != nil {
+		return *errResp
+	}
+	if h == nil {
+		return fail(CodeInternal, "cancelled", "")
+	}
+	d.fanout(h.name, req.Topic, streamLine{Event: &event{Topic: req.Topic, Data: req.Data, Bytes: len(req.Data)}})
+	d.mu.Lock()
+	h.recv += uint64(len(req.Data))
+	addr := h.address
+	d.mu.Unlock()
+	return response{OK: true, Data: map[string]any{"target": addr, "topic": req.Topic, "bytes": len(req.Data)}}
+}
+
+func (d *Daemon) subscribe(c net.Conn, req request, gone <-chan struct{}) {
+	h, errResp := d.target(req.Host, gone)
+	if errResp != nil {
+		writeJSON(c, *errResp)
+		return
+	}
+	if h == nil {
+		return
+	}
+	d.mu.Lock()
+	wait := d.opts.LiveDelayMin
+	if span := d.opts.LiveDelayMax - d.opts.LiveDelayMin; span > 0 {
+		wait += time.Duration(d.rng.Int64N(int64(span) + 1))
+	}
+	d.mu.Unlock()
+	// No ready signal: nothing is written until the first event.
+	if !d.sleepOrGone(wait, gone) {
+		return
+	}
+	s := &subscriber{topic: req.Topic, ch: make(chan streamLine, 4096), done: make(chan struct{})}
+	d.mu.Lock()
+	if h.state != brokerUp || d.closed {
+		d.mu.Unlock()
+		return // EOF
+	}
+	h.subs[s] = struct{}{}
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(h.subs, s)
+		d.mu.Unlock()
+	}()
+	idle := d.opts.IdleDrop
+	if req.IdleDropMs > 0 {
+		idle = time.Duration(req.IdleDropMs) * time.Millisecond
+	}
+	timer := time.NewTimer(idle)
+	defer timer.Stop()
+	for {
+		select {
+		case l := <-s.ch:
+			if err := writeJSON(c, l); err != nil {
+				return
+			}
+			timer.Reset(idle)
+		case <-timer.C:
+			d.logger.Debug("pilotstandin: idle subscription dropped", "host", h.name, "topic", req.Topic)
+			return
+		case <-s.done:
+			return
+		case <-gone:
+			return
+		case <-d.quit:
+			return
+		}
+	}
+}
+
+func (d *Daemon) sendMessage(req request) response {
+	typ := req.Type
+	if typ == "" {
+		typ = "text"
+	}
+	var label string
+	switch typ {
+	case "text":
+		label = "TEXT"
+	case "json":
+		label = "JSON"
+		if !json.Valid([]byte(req.Data)) {
+			return fail(CodeInvalidArgument, "data is not valid JSON", "use --type text")
+		}
+	case "binary":
+		label = "BINARY"
+	default:
+		return fail(CodeInvalidArgument, "unknown message type "+strconv.Quote(typ), "use text, json or binary")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	me, errResp := d.localLocked(req)
+	if errResp != nil {
+		return *errResp
+	}
+	h := d.findLocked(req.Host)
+	if h == nil || h.state == brokerStopped {
+		return fail(CodeNotFound, "node "+strconv.Quote(req.Host)+" not found", "")
+	}
+	if h.state == brokerKilled {
+		return fail(CodeConnectionFailed, "dial "+h.address+":1001: connection refused", "")
+	}
+	h.inbox = append(h.inbox, map[string]any{
+		"type":        label,
+		"from":        me.address,
+		"data":        req.Data,
+		"bytes":       len(req.Data),
+		"received_at": time.Now().UTC().Format(time.RFC3339),
+	})
+	me.sent += uint64(len(req.Data))
+	return response{OK: true, Data: map[string]any{"target": h.address, "type": typ, "bytes": len(req.Data), "ack": true}}
+}
+
+func (d *Daemon) inbox(req request) response {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	me, errResp := d.localLocked(req)
+	if errResp != nil {
+		return *errResp
+	}
+	var msgs any // null when empty, as pilotctl prints it
+	if len(me.inbox) > 0 {
+		list := make([]any, len(me.inbox))
+		for i, m := range me.inbox {
+			list[i] = m
+		}
+		msgs = list
+	}
+	total := len(me.inbox)
+	if req.Clear {
+		me.inbox = nil
+	}
+	return response{OK: true, Data: map[string]any{
+		"messages": msgs,
+		"total":    total,
+		"dir":      filepath.Join("/home", me.name, ".pilot", "inbox"),
+	}}
+}
+
+
