@@ -601,5 +601,3 @@ func (d *Daemon) inbox(req request) response {
 		"dir":      filepath.Join("/home", me.name, ".pilot", "inbox"),
 	}}
 }
-
-
