@@ -1,0 +1,203 @@
+package core
+
+//go:generate go tool msgp -io=false -tests=true
+
+// Input is one batch handed to Engine.Step.
+type Input struct {
+	// Now is the host's monotonic clock in milliseconds. It must not go
+	// backwards; a smaller value is treated as the last one seen.
+	Now int64 `msg:"now"`
+	// Wall is the wall clock in Unix milliseconds, used only to fill the seed
+	// format's informational "elected_at" and "timestamp" fields; 0 omits
+	// them. Timing never depends on it, so wall-clock jumps are harmless.
+	Wall int64 `msg:"wall"`
+	// Join adds groups (or restarts them from persisted state).
+	Join []GroupSpec `msg:"join"`
+	// Inbound are payloads received on the bus, in arrival order.
+	Inbound []Message `msg:"in"`
+	// Commands are the application's requests, applied after Inbound.
+	Commands []Command `msg:"cmd"`
+}
+
+// Message is one payload on a bus topic.
+type Message struct {
+	Topic   string `msg:"t"`
+	Payload []byte `msg:"p"`
+}
+
+// GroupSpec joins a group: its configuration and the state it persisted
+// before (the zero GroupState for a first start).
+type GroupSpec struct {
+	Config Config     `msg:"config"`
+	State  GroupState `msg:"state"`
+}
+
+// GroupState is what a group needs persisted: its term and the vote it cast
+// in that term. A host writes it durably before sending the publishes of the
+// same Output, and hands it back in GroupSpec.State on restart.
+type GroupState struct {
+	Group string `msg:"group"`
+	Term  uint64 `msg:"term"`
+	Vote  string `msg:"vote"`
+}
+
+// CommandKind says what a Command asks for.
+type CommandKind uint8
+
+const (
+	// CmdCampaign starts an election now instead of waiting for a timeout.
+	CmdCampaign CommandKind = iota + 1
+	// CmdResign hands leadership to the best live member (highest priority
+	// heard from within an election timeout), without waiting for a timeout.
+	CmdResign
+	// CmdTransfer hands leadership to Command.Target.
+	CmdTransfer
+	// CmdLeave removes the group from the engine (resign first for a
+	// graceful exit).
+	CmdLeave
+)
+
+func (k CommandKind) String() string {
+	switch k {
+	case CmdCampaign:
+		return "campaign"
+	case CmdResign:
+		return "resign"
+	case CmdTransfer:
+		return "transfer"
+	case CmdLeave:
+		return "leave"
+	}
+	return "unknown"
+}
+
+// Command is an application request for one group.
+type Command struct {
+	Kind   CommandKind `msg:"k"`
+	Group  string      `msg:"g"`
+	Target string      `msg:"to"`
+}
+
+// Output is what one Step produced, to be applied in field order: persist,
+// publish, act on events, and wake the engine at WakeAt.
+type Output struct {
+	Persist   []GroupState `msg:"persist"`
+	Publishes []Message    `msg:"pub"`
+	Events    []Event      `msg:"ev"`
+	// WakeAt is the monotonic time (ms) by which Step must be called again;
+	// 0 when no group has a timer.
+	WakeAt int64 `msg:"wake"`
+}
+
+// Reset empties o for reuse, keeping its capacity.
+func (o *Output) Reset() {
+	o.Persist = o.Persist[:0]
+	o.Publishes = o.Publishes[:0]
+	o.Events = o.Events[:0]
+	o.WakeAt = 0
+}
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+const (
+	// EventLeaderChanged: the group's known leader changed (Leader "" means
+	// none is known). Term is the leader's term.
+	EventLeaderChanged EventKind = iota + 1
+	// EventBecameLeader: this agent won the election for Term. LeaseUntil is
+	// set when the votes already grant a lease (0: wait for EventLease).
+	EventBecameLeader
+	// EventLease: a quorum leader's lease now runs until LeaseUntil (monotonic
+	// ms). The leader must stop acting for Term at LeaseUntil unless a later
+	// EventLease extends it.
+	EventLease
+	// EventSteppedDown: this agent stopped leading Term; Reason says why.
+	EventSteppedDown
+	// EventRejected: an input was refused (Reason says why) and changed
+	// nothing.
+	EventRejected
+	// EventJoined: a group was joined; EventLeft: it was removed.
+	EventJoined
+	EventLeft
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventLeaderChanged:
+		return "leader-changed"
+	case EventBecameLeader:
+		return "became-leader"
+	case EventLease:
+		return "lease"
+	case EventSteppedDown:
+		return "stepped-down"
+	case EventRejected:
+		return "rejected"
+	case EventJoined:
+		return "joined"
+	case EventLeft:
+		return "left"
+	}
+	return "unknown"
+}
+
+// Event reports a change to the application. Term is the fencing token: a
+// leader tags every action with it, and a resource that has seen a higher
+// term refuses the action.
+type Event struct {
+	Kind       EventKind `msg:"k"`
+	Group      string    `msg:"g"`
+	Term       uint64    `msg:"term"`
+	Leader     string    `msg:"leader"`
+	LeaseUntil int64     `msg:"lease"`
+	Reason     string    `msg:"why"`
+}
+
+// Role is a member's part in its group.
+type Role uint8
+
+const (
+	RoleFollower Role = iota
+	RolePreCandidate
+	RoleCandidate
+	RoleLeader
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleFollower:
+		return "follower"
+	case RolePreCandidate:
+		return "pre-candidate"
+	case RoleCandidate:
+		return "candidate"
+	case RoleLeader:
+		return "leader"
+	}
+	return "unknown"
+}
+
+// Status is a snapshot of one group, for health endpoints and tooling.
+type Status struct {
+	Group      string `msg:"group"`
+	ID         string `msg:"id"`
+	Mode       Mode   `msg:"mode"`
+	Role       Role   `msg:"role"`
+	Leader     string `msg:"leader"`
+	Term       uint64 `msg:"term"`
+	Vote       string `msg:"vote"`
+	LeaseUntil int64  `msg:"lease_until"`
+	Priority   uint32 `msg:"priority"`
+	// Members are sorted by ID; LastHeard is 0 for a member never heard.
+	Members   []MemberStatus `msg:"members"`
+	Elections uint64         `msg:"elections"` // campaigns this agent started
+	Received  uint64         `msg:"received"`  // wire messages accepted
+	Rejected  uint64         `msg:"rejected"`  // wire messages refused
+}
+
+// MemberStatus is what a group knows of one member.
+type MemberStatus struct {
+	ID        string `msg:"id"`
+	Priority  uint32 `msg:"priority"`
+	LastHeard int64  `msg:"last_heard"`
+}

@@ -1,0 +1,249 @@
+package core
+
+import (
+	"container/heap"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Engine hosts any number of election groups and routes bus messages to them
+// by topic. It is not safe for concurrent use: a host owns one Engine and
+// calls Step from one goroutine at a time.
+type Engine struct {
+	groups map[string]*group // by topic
+	timers timerHeap
+
+	// Per-Step scratch, kept to save allocations.
+	now, wall int64
+	out       *Output
+	enc       encoder
+	msg       wireMsg
+	dirty     []*group
+}
+
+// NewEngine returns an engine with no groups.
+func NewEngine() *Engine {
+	return &Engine{groups: make(map[string]*group)}
+}
+
+// Step applies one input batch and appends what it produced to out (reset
+// first with out.Reset to reuse its buffers). Inbound messages are handled
+// first, then commands, then timers that are due, so a heartbeat arriving in
+// the same batch as an election deadline wins.
+func (e *Engine) Step(in *Input, out *Output) {
+	if in.Now > e.now {
+		e.now = in.Now
+	}
+	e.wall, e.out = in.Wall, out
+	for i := range in.Join {
+		e.join(&in.Join[i])
+	}
+	for i := range in.Inbound {
+		e.receive(&in.Inbound[i])
+	}
+	for i := range in.Commands {
+		e.command(&in.Commands[i])
+	}
+	for len(e.timers) > 0 && e.timers[0].wake <= e.now {
+		g := e.timers[0]
+		g.tick(e)
+		e.touch(g)
+	}
+	for _, g := range e.dirty {
+		out.Persist = append(out.Persist, g.state())
+		g.dirty = false
+	}
+	e.dirty = e.dirty[:0]
+	out.WakeAt = 0
+	if len(e.timers) > 0 {
+		out.WakeAt = e.timers[0].wake
+	}
+	e.out = nil
+}
+
+// Join adds a group (a restart passes the state it persisted) at time now and
+// returns its events and first wake-up in out. It reports an invalid config
+// as an error and changes nothing.
+func (e *Engine) Join(spec GroupSpec, now int64, out *Output) error {
+	in := Input{Now: now, Join: []GroupSpec{spec}}
+	n := len(out.Events)
+	e.Step(&in, out)
+	for _, ev := range out.Events[n:] {
+		if ev.Kind == EventRejected {
+			return fmt.Errorf("join %q: %s", spec.Config.Group, ev.Reason)
+		}
+	}
+	return nil
+}
+
+// Status returns a snapshot of group, or false if it is not joined.
+func (e *Engine) Status(group string) (Status, bool) {
+	g, ok := e.groups[Topic(group)]
+	if !ok {
+		return Status{}, false
+	}
+	return g.status(), true
+}
+
+// Groups lists the joined groups' names, sorted.
+func (e *Engine) Groups() []string {
+	names := make([]string, 0, len(e.groups))
+	for _, g := range e.groups {
+		names = append(names, g.cfg.Group)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (e *Engine) join(spec *GroupSpec) {
+	cfg, err := spec.Config.normalize()
+	if err != nil {
+		e.reject(spec.Config.Group, fmt.Sprintf("join: %v", err))
+		return
+	}
+	topic := Topic(cfg.Group)
+	if _, ok := e.groups[topic]; ok {
+		e.reject(cfg.Group, "join: already joined (leave first)")
+		return
+	}
+	if spec.State.Group != "" && spec.State.Group != cfg.Group {
+		e.reject(cfg.Group, fmt.Sprintf("join: persisted state belongs to group %q", spec.State.Group))
+		return
+	}
+	if spec.State.Vote != "" && cfg.Mode == ModeQuorum && slices.Index(cfg.Members, spec.State.Vote) < 0 {
+		e.reject(cfg.Group, fmt.Sprintf("join: persisted vote for %q, not a member", spec.State.Vote))
+		return
+	}
+	g := newGroup(cfg, spec.State, e.now)
+	e.groups[topic] = g
+	g.wake = g.nextWake()
+	heap.Push(&e.timers, g)
+	e.event(Event{Kind: EventJoined, Group: cfg.Group, Term: g.term})
+}
+
+func (e *Engine) receive(m *Message) {
+	g, ok := e.groups[m.Topic]
+	if !ok {
+		e.reject("", fmt.Sprintf("no group joined for topic %q", truncate(m.Topic)))
+		return
+	}
+	if err := decodeWire(m.Payload, &e.msg); err != nil {
+		g.rejected++
+		e.reject(g.cfg.Group, err.Error())
+		return
+	}
+	if e.msg.Group != "" && e.msg.Group != g.cfg.Group {
+		g.rejected++
+		e.reject(g.cfg.Group, fmt.Sprintf("wrong group %q", e.msg.Group))
+		return
+	}
+	if e.msg.From == g.cfg.ID {
+		return // our own publish, echoed back by the bus
+	}
+	var reason string
+	if g.cfg.Mode == ModeQuorum {
+		reason = g.stepQuorum(e, &e.msg)
+	} else {
+		reason = g.stepBully(e, &e.msg)
+	}
+	if reason != "" {
+		g.rejected++
+		e.reject(g.cfg.Group, reason)
+	} else {
+		g.received++
+	}
+	e.touch(g)
+}
+
+func (e *Engine) command(c *Command) {
+	g, ok := e.groups[Topic(c.Group)]
+	if !ok {
+		e.reject(c.Group, fmt.Sprintf("%s: group not joined", c.Kind))
+		return
+	}
+	var reason string
+	switch c.Kind {
+	case CmdCampaign:
+		reason = g.campaignNow(e)
+	case CmdResign:
+		reason = g.resign(e, "")
+	case CmdTransfer:
+		if err := checkName("transfer target", c.Target); err != nil {
+			reason = err.Error()
+		} else {
+			reason = g.resign(e, c.Target)
+		}
+	case CmdLeave:
+		e.leave(g)
+		return
+	default:
+		reason = fmt.Sprintf("unknown command %d", c.Kind)
+	}
+	if reason != "" {
+		e.reject(g.cfg.Group, c.Kind.String()+": "+reason)
+	}
+	e.touch(g)
+}
+
+func (e *Engine) leave(g *group) {
+	if g.role == RoleLeader {
+		e.event(Event{Kind: EventSteppedDown, Group: g.cfg.Group, Term: g.term, Reason: "left the group"})
+	}
+	heap.Remove(&e.timers, g.heapIdx)
+	delete(e.groups, g.topic)
+	if g.dirty {
+		e.out.Persist = append(e.out.Persist, g.state())
+		e.dirty = slices.DeleteFunc(e.dirty, func(d *group) bool { return d == g })
+	}
+	e.event(Event{Kind: EventLeft, Group: g.cfg.Group, Term: g.term})
+}
+
+// touch re-files g after it handled something: its timer and whether its
+// persistent state needs writing.
+func (e *Engine) touch(g *group) {
+	if g.dirty && !slices.Contains(e.dirty, g) {
+		e.dirty = append(e.dirty, g)
+	}
+	if w := g.nextWake(); w != g.wake {
+		g.wake = w
+		heap.Fix(&e.timers, g.heapIdx)
+	}
+}
+
+func (e *Engine) reject(group, reason string) {
+	e.event(Event{Kind: EventRejected, Group: group, Reason: reason})
+}
+
+func (e *Engine) event(ev Event) { e.out.Events = append(e.out.Events, ev) }
+
+func (e *Engine) publish(g *group, payload []byte) {
+	e.out.Publishes = append(e.out.Publishes, Message{Topic: g.topic, Payload: payload})
+}
+
+// timerHeap orders groups by their next wake-up, then by topic, so that
+// groups due at the same instant tick in the same order on every host.
+type timerHeap []*group
+
+func (h timerHeap) Len() int { return len(h) }
+func (h timerHeap) Less(i, j int) bool {
+	if h[i].wake != h[j].wake {
+		return h[i].wake < h[j].wake
+	}
+	return strings.Compare(h[i].topic, h[j].topic) < 0
+}
+func (h timerHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx, h[j].heapIdx = i, j
+}
+func (h *timerHeap) Push(x any) {
+	g := x.(*group)
+	g.heapIdx = len(*h)
+	*h = append(*h, g)
+}
+func (h *timerHeap) Pop() any {
+	old := *h
+	g := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return g
+}

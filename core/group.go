@@ -1,0 +1,223 @@
+package core
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// group is one election: the state of this agent in it, shared by both modes.
+type group struct {
+	cfg   Config
+	topic string
+
+	// Persistent state (GroupState): the highest term seen and the vote cast
+	// in it.
+	term uint64
+	vote string
+
+	role   Role
+	leader string // known leader of leaderTerm, "" if none
+	// leaderTerm is the term the known leader leads. In quorum mode it equals
+	// term whenever leader != ""; in bully mode a failed candidacy can leave
+	// term ahead of the leader it follows.
+	leaderTerm uint64
+	leaderPrio uint32
+
+	members []member // sorted by id
+
+	// lastLeaderContact is when this agent last heard its leader or granted a
+	// vote (a boot counts as contact). Within ElectionTimeoutMs of it, a
+	// quorum member refuses (pre-)votes, which is what makes the lease safe.
+	lastLeaderContact int64
+	electionDeadline  int64 // follower/candidate: campaign at this time
+
+	// Candidate state.
+	votes      []string // quorum: who granted this (pre-)campaign
+	campaignAt int64    // when the vote requests went out; 0 if elected by hand-off
+	collectEnd int64    // bully: declare victory at this time
+
+	// Leader state.
+	heartbeatAt int64 // next heartbeat
+	seq         uint64
+	sent        [ackWindow]sentHeartbeat
+	lease       int64 // quorum: the lease runs until this time
+	stepDownAt  int64 // quorum: step down unless the lease is renewed by then
+
+	dirty   bool // term or vote changed in this batch
+	wake    int64
+	heapIdx int
+
+	rng rand.PCG
+
+	elections, received, rejected uint64
+}
+
+// ackWindow heartbeats are remembered for matching acks; older acks are too
+// late to extend a lease anyway (ElectionTimeout ≥ 3 heartbeats).
+const ackWindow = 8
+
+type sentHeartbeat struct {
+	seq  uint64
+	at   int64
+	acks int
+}
+
+type member struct {
+	id        string
+	priority  uint32
+	prioKnown bool
+	lastHeard int64
+	heardOnce bool
+	aliveFrom int64  // start of the current run of contact, for "healthy"
+	ackSeq    uint64 // leader: highest heartbeat seq this member acked
+}
+
+func newGroup(cfg Config, st GroupState, now int64) *group {
+	g := &group{cfg: cfg, topic: Topic(cfg.Group), term: st.Term, vote: st.Vote}
+	g.rng.Seed(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)
+	for _, id := range cfg.Members {
+		g.members = append(g.members, member{id: id, priority: Cksum([]byte(id))})
+	}
+	if m := g.member(cfg.ID); m != nil {
+		m.priority, m.prioKnown = cfg.Priority, true
+	}
+	// A (re)started member has forgotten whom it heard when: it behaves as if
+	// it had just heard a leader, so it grants no vote that could cut short a
+	// lease it acknowledged before it crashed.
+	g.lastLeaderContact = now
+	g.resetElectionTimer(now)
+	return g
+}
+
+func (g *group) state() GroupState { return GroupState{Group: g.cfg.Group, Term: g.term, Vote: g.vote} }
+
+// member returns the member with id, or nil.
+func (g *group) member(id string) *member {
+	i, ok := slices.BinarySearchFunc(g.members, id, func(m member, id string) int { return strings.Compare(m.id, id) })
+	if !ok {
+		return nil
+	}
+	return &g.members[i]
+}
+
+// heard records contact from a member; in bully mode an unlisted sender joins
+// (up to MaxMembers). It returns nil if the sender may not take part.
+func (g *group) heard(id string, prio *uint32, now int64) *member {
+	i, ok := slices.BinarySearchFunc(g.members, id, func(m member, id string) int { return strings.Compare(m.id, id) })
+	if !ok {
+		if len(g.cfg.Members) > 0 || len(g.members) >= MaxMembers {
+			return nil
+		}
+		g.members = slices.Insert(g.members, i, member{id: id, priority: Cksum([]byte(id))})
+	}
+	m := &g.members[i]
+	if prio != nil && id != g.cfg.ID {
+		m.priority, m.prioKnown = *prio, true
+	}
+	if !m.heardOnce || now-m.lastHeard > g.cfg.ElectionTimeoutMs {
+		m.aliveFrom = now
+	}
+	m.lastHeard, m.heardOnce = now, true
+	return m
+}
+
+func (g *group) majority() int { return len(g.members)/2 + 1 }
+
+// outranks reports whether (pa, a) beats (pb, b): higher priority, then the
+// greater id. Every mode and every agent break ties the same way.
+func outranks(pa uint32, a string, pb uint32, b string) bool {
+	if pa != pb {
+		return pa > pb
+	}
+	return a > b
+}
+
+// live reports whether m counts as alive: heard within two election timeouts,
+// or never heard at all (just booted: assume the best).
+func (g *group) live(m *member, now int64) bool {
+	return !m.heardOnce || now-m.lastHeard < 2*g.cfg.ElectionTimeoutMs
+}
+
+// rank is how many live members other than the current leader outrank this
+// agent: 0 for the best candidate.
+func (g *group) rank(now int64) int {
+	r := 0
+	for i := range g.members {
+		m := &g.members[i]
+		if m.id == g.cfg.ID || m.id == g.leader || !g.live(m, now) {
+			continue
+		}
+		if outranks(m.priority, m.id, g.cfg.Priority, g.cfg.ID) {
+			r++
+		}
+	}
+	return r
+}
+
+// resetElectionTimer schedules the next campaign: one election timeout, plus
+// a slot of ET/8 per better-ranked live member (at most 4 slots), plus a
+// random part of one slot. The best candidate thus nearly always campaigns
+// first and alone, which avoids split votes without preempting anyone.
+func (g *group) resetElectionTimer(now int64) {
+	et := g.cfg.ElectionTimeoutMs
+	slot := max(et/8, 1)
+	g.electionDeadline = now + et + int64(min(g.rank(now), 4))*slot + int64(g.rng.Uint64()%uint64(slot))
+}
+
+// bestSuccessor is the highest-ranked member other than this one heard from
+// within an election timeout, or "".
+func (g *group) bestSuccessor(now int64) string {
+	var best *member
+	for i := range g.members {
+		m := &g.members[i]
+		if m.id == g.cfg.ID || !m.heardOnce || now-m.lastHeard >= g.cfg.ElectionTimeoutMs {
+			continue
+		}
+		if best == nil || outranks(m.priority, m.id, best.priority, best.id) {
+			best = m
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	return best.id
+}
+
+// setTerm moves to a higher term, forgetting the vote and the leader.
+func (g *group) setTerm(t uint64) {
+	if t > g.term {
+		g.term, g.vote, g.dirty = t, "", true
+	}
+}
+
+func (g *group) nextWake() int64 {
+	switch {
+	case g.role == RoleLeader && g.cfg.Mode == ModeQuorum:
+		return min(g.heartbeatAt, g.stepDownAt)
+	case g.role == RoleLeader:
+		return g.heartbeatAt
+	case g.role == RoleCandidate && g.cfg.Mode == ModeBully:
+		return min(g.collectEnd, g.electionDeadline)
+	}
+	return g.electionDeadline
+}
+
+func (g *group) status() Status {
+	s := Status{
+		Group: g.cfg.Group, ID: g.cfg.ID, Mode: g.cfg.Mode, Role: g.role, Leader: g.leader,
+		Term: g.term, Vote: g.vote, Priority: g.cfg.Priority,
+		Elections: g.elections, Received: g.received, Rejected: g.rejected,
+	}
+	if g.role == RoleLeader {
+		s.LeaseUntil = g.lease
+	}
+	s.Members = make([]MemberStatus, len(g.members))
+	for i, m := range g.members {
+		s.Members[i] = MemberStatus{ID: m.id, Priority: m.priority, LastHeard: m.lastHeard}
+	}
+	return s
+}
+
+func uitoa(v uint64) string { return strconv.FormatUint(v, 10) }

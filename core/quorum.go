@@ -1,0 +1,443 @@
+package core
+
+import "slices"
+
+// Quorum mode: Raft's leader election (Ongaro & Ousterhout, "In Search of an
+// Understandable Consensus Algorithm", §5.2) without a log, with PreVote and
+// CheckQuorum (Ongaro's thesis, §9.6), leadership transfer (thesis §3.10) and
+// a leader lease (thesis §6.4.1) shortened by the clock-drift bound.
+
+// tick handles a due timer of either mode.
+func (g *group) tick(e *Engine) {
+	now := e.now
+	if g.cfg.Mode == ModeBully {
+		g.tickBully(e)
+		return
+	}
+	switch {
+	case g.role == RoleLeader && now >= g.stepDownAt:
+		// CheckQuorum: no majority acknowledged us within the lease.
+		g.stepDown(e, "lease expired: lost contact with a majority")
+		g.resetElectionTimer(now)
+	case g.role == RoleLeader:
+		g.heartbeat(e, typeHeartbeat)
+		g.transferToBetter(e)
+	case now >= g.electionDeadline:
+		g.preCampaign(e)
+	}
+}
+
+// campaignNow answers CmdCampaign.
+func (g *group) campaignNow(e *Engine) string {
+	if g.role == RoleLeader {
+		return "already leader"
+	}
+	if g.cfg.Mode == ModeBully {
+		g.campaignBully(e)
+		return ""
+	}
+	g.preCampaign(e)
+	return ""
+}
+
+// preCampaign asks for pre-votes for term+1 without changing any state, so a
+// member cut off from the others cannot raise the term and disrupt a healthy
+// leader when it comes back (thesis §9.6).
+func (g *group) preCampaign(e *Engine) {
+	g.elections++
+	g.role = RolePreCandidate
+	g.votes = append(g.votes[:0], g.cfg.ID)
+	g.resetElectionTimer(e.now)
+	if len(g.votes) >= g.majority() {
+		g.campaign(e)
+		return
+	}
+	g.sendElection(e, g.term+1, true)
+}
+
+// campaign starts a real election for term+1 (§5.2).
+func (g *group) campaign(e *Engine) {
+	g.setTerm(g.term + 1)
+	g.vote, g.dirty = g.cfg.ID, true
+	g.role = RoleCandidate
+	g.votes = append(g.votes[:0], g.cfg.ID)
+	g.campaignAt = e.now
+	g.setLeader(e, "", 0)
+	g.resetElectionTimer(e.now)
+	if len(g.votes) >= g.majority() {
+		g.becomeLeader(e)
+		return
+	}
+	g.sendElection(e, g.term, false)
+}
+
+func (g *group) sendElection(e *Engine, term uint64, pre bool) {
+	e.enc.begin(typeElection, g.cfg.Group, g.cfg.ID)
+	e.enc.str("candidate", g.cfg.ID)
+	e.enc.num("priority", uint64(g.cfg.Priority))
+	e.enc.num("term", term)
+	if pre {
+		e.enc.flag("pre")
+	}
+	e.publish(g, e.enc.end())
+}
+
+func (g *group) becomeLeader(e *Engine) {
+	g.role = RoleLeader
+	g.lease, g.stepDownAt = 0, e.now+g.cfg.LeaseMs
+	if g.campaignAt > 0 || g.majority() == 1 {
+		// Every vote was cast after our request left, and a voter grants
+		// nothing else for an election timeout after voting: the lease
+		// runs from the request.
+		g.lease = g.campaignAt + g.cfg.LeaseMs
+		g.stepDownAt = g.lease
+	}
+	for i := range g.members {
+		g.members[i].ackSeq = 0
+	}
+	g.sent = [ackWindow]sentHeartbeat{}
+	g.setLeader(e, g.cfg.ID, g.term)
+	e.event(Event{Kind: EventBecameLeader, Group: g.cfg.Group, Term: g.term, Leader: g.cfg.ID, LeaseUntil: g.lease})
+	g.heartbeat(e, typeLeader)
+}
+
+// heartbeat announces or confirms leadership; followers ack its seq.
+func (g *group) heartbeat(e *Engine, typ string) {
+	g.seq++
+	g.sent[g.seq%ackWindow] = sentHeartbeat{seq: g.seq, at: e.now}
+	g.heartbeatAt = e.now + g.cfg.HeartbeatMs
+	e.enc.begin(typ, g.cfg.Group, g.cfg.ID)
+	e.enc.str("leader", g.cfg.ID)
+	e.enc.num("priority", uint64(g.cfg.Priority))
+	e.enc.num("term", g.leaderTerm)
+	e.enc.num("seq", g.seq)
+	e.enc.wall(typ, e.wall)
+	e.publish(g, e.enc.end())
+	if g.cfg.Mode == ModeQuorum && g.majority() == 1 {
+		g.extendLease(e, g.sent[g.seq%ackWindow].at)
+	}
+}
+
+func (g *group) extendLease(e *Engine, sentAt int64) {
+	if l := sentAt + g.cfg.LeaseMs; l > g.lease {
+		g.lease, g.stepDownAt = l, l
+		e.event(Event{Kind: EventLease, Group: g.cfg.Group, Term: g.term, Leader: g.cfg.ID, LeaseUntil: l})
+	}
+}
+
+// stepDown leaves leadership (or candidacy) and reports it.
+func (g *group) stepDown(e *Engine, reason string) {
+	wasLeader := g.role == RoleLeader
+	g.role = RoleFollower
+	g.lease, g.stepDownAt = 0, 0
+	if wasLeader {
+		e.event(Event{Kind: EventSteppedDown, Group: g.cfg.Group, Term: g.term, Reason: reason})
+		g.setLeader(e, "", 0)
+	}
+}
+
+// setLeader records the known leader and reports a change.
+func (g *group) setLeader(e *Engine, id string, term uint64) {
+	if id == g.leader && term == g.leaderTerm {
+		return
+	}
+	changed := id != g.leader
+	g.leader, g.leaderTerm = id, term
+	if m := g.member(id); m != nil {
+		g.leaderPrio = m.priority
+	}
+	if changed {
+		e.event(Event{Kind: EventLeaderChanged, Group: g.cfg.Group, Term: term, Leader: id})
+	}
+}
+
+// inLease reports whether this member still defers to a leader it heard
+// (or voted for) less than an election timeout ago; it then refuses votes.
+func (g *group) inLease(now int64) bool {
+	return g.role == RoleLeader || now-g.lastLeaderContact < g.cfg.ElectionTimeoutMs
+}
+
+// stepQuorum handles one decoded message; it returns a rejection reason or "".
+func (g *group) stepQuorum(e *Engine, m *wireMsg) string {
+	now := e.now
+	sender := g.heard(m.From, m.Priority, now)
+	if sender == nil {
+		return "sender " + m.From + " is not a member"
+	}
+	switch m.Type {
+	case typeElection:
+		return g.onVoteRequest(e, m)
+	case typeVote:
+		return g.onVote(e, m)
+	case typeLeader, typeHeartbeat:
+		return g.onHeartbeat(e, m)
+	case typeAck:
+		return g.onAck(e, m)
+	case typeResign:
+		return g.onResign(e, m)
+	}
+	return ""
+}
+
+func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
+	now := e.now
+	if m.Candidate != m.From {
+		return "election for " + m.Candidate + " sent by " + m.From
+	}
+	if m.Pre {
+		grant := m.Term > g.term && !g.inLease(now)
+		g.sendVote(e, m.Candidate, m.Term, true, grant)
+		return ""
+	}
+	if g.inLease(now) {
+		return "" // a leader is alive: ignore without raising our term (§9.6)
+	}
+	if m.Term < g.term {
+		g.sendVote(e, m.Candidate, g.term, false, false) // tell it our term
+		return "stale term"
+	}
+	if m.Term > g.term {
+		if g.role == RoleLeader {
+			g.stepDown(e, "a higher term began")
+		}
+		g.setTerm(m.Term)
+		g.role = RoleFollower
+		g.setLeader(e, "", 0)
+	}
+	grant := g.vote == "" || g.vote == m.Candidate
+	if grant {
+		g.vote, g.dirty = m.Candidate, true
+		g.lastLeaderContact = now
+		g.resetElectionTimer(now)
+	}
+	g.sendVote(e, m.Candidate, g.term, false, grant)
+	return ""
+}
+
+func (g *group) sendVote(e *Engine, candidate string, term uint64, pre, granted bool) {
+	e.enc.begin(typeVote, g.cfg.Group, g.cfg.ID)
+	e.enc.str("candidate", candidate)
+	e.enc.num("term", term)
+	if pre {
+		e.enc.flag("pre")
+	}
+	if granted {
+		e.enc.flag("granted")
+	}
+	e.publish(g, e.enc.end())
+}
+
+func (g *group) onVote(e *Engine, m *wireMsg) string {
+	if !m.Pre && m.Term > g.term {
+		if !m.Granted || m.Candidate != g.cfg.ID {
+			// A member is in a later term: ours is over (§5.1).
+			if g.role == RoleLeader {
+				g.stepDown(e, "a higher term began")
+			}
+			g.setTerm(m.Term)
+			g.role = RoleFollower
+			g.setLeader(e, "", 0)
+			return ""
+		}
+		// A vote for us in a term we have not started: a leader handed over
+		// to us and its followers voted before its resign reached us.
+		if g.role == RoleLeader {
+			g.stepDown(e, "a higher term began")
+		}
+		g.setTerm(m.Term)
+		g.vote, g.dirty = g.cfg.ID, true
+		g.startHandoffCandidacy(e)
+	}
+	if m.Candidate != g.cfg.ID || !m.Granted {
+		return ""
+	}
+	switch {
+	case m.Pre && g.role == RolePreCandidate && m.Term == g.term+1:
+		if g.addVote(m.From) {
+			g.campaign(e)
+		}
+	case !m.Pre && g.role == RoleCandidate && m.Term == g.term:
+		if g.addVote(m.From) {
+			g.becomeLeader(e)
+		}
+	}
+	return ""
+}
+
+// addVote counts a vote once and reports whether it completes a majority.
+func (g *group) addVote(id string) bool {
+	if slices.Contains(g.votes, id) {
+		return false // a duplicated message
+	}
+	g.votes = append(g.votes, id)
+	return len(g.votes) == g.majority()
+}
+
+// startHandoffCandidacy makes this member a candidate in the current term,
+// having voted for itself, without a campaign of its own: the votes come from
+// the resigning leader's hand-off. No lease until the first acked heartbeat.
+func (g *group) startHandoffCandidacy(e *Engine) {
+	g.role = RoleCandidate
+	g.votes = append(g.votes[:0], g.cfg.ID)
+	g.campaignAt = 0
+	g.setLeader(e, "", 0)
+	g.lastLeaderContact = e.now
+	g.resetElectionTimer(e.now)
+}
+
+func (g *group) onHeartbeat(e *Engine, m *wireMsg) string {
+	now := e.now
+	if m.Leader != m.From {
+		return "heartbeat for " + m.Leader + " sent by " + m.From
+	}
+	if m.Term < g.term {
+		g.sendAck(e, m.Leader, g.term, m.Seq) // tell the stale leader our term
+		return "stale term"
+	}
+	if g.role == RoleLeader && m.Term == g.term {
+		return "another leader claims my term" // impossible among honest members
+	}
+	if m.Term > g.term {
+		if g.role == RoleLeader {
+			g.stepDown(e, "a higher term began")
+		}
+		g.setTerm(m.Term)
+	}
+	g.role = RoleFollower
+	g.lastLeaderContact = now
+	g.setLeader(e, m.Leader, m.Term)
+	g.resetElectionTimer(now)
+	g.sendAck(e, m.Leader, m.Term, m.Seq)
+	return ""
+}
+
+func (g *group) sendAck(e *Engine, leader string, term, seq uint64) {
+	e.enc.begin(typeAck, g.cfg.Group, g.cfg.ID)
+	e.enc.str("leader", leader)
+	e.enc.num("term", term)
+	e.enc.num("seq", seq)
+	e.publish(g, e.enc.end())
+}
+
+func (g *group) onAck(e *Engine, m *wireMsg) string {
+	if m.Term > g.term {
+		if g.role == RoleLeader {
+			g.stepDown(e, "a higher term began")
+		}
+		g.setTerm(m.Term)
+		g.role = RoleFollower
+		g.setLeader(e, "", 0)
+		return ""
+	}
+	if g.role != RoleLeader || m.Leader != g.cfg.ID || m.Term != g.term || m.Seq > g.seq {
+		return ""
+	}
+	f := g.member(m.From)
+	if m.Seq <= f.ackSeq {
+		return ""
+	}
+	// Count this member for every remembered heartbeat it now covers: a
+	// member that heard seq s heard us after every earlier one was sent.
+	from := f.ackSeq + 1
+	if g.seq >= ackWindow && g.seq-ackWindow+1 > from {
+		from = g.seq - ackWindow + 1
+	}
+	for s := from; s <= m.Seq; s++ {
+		h := &g.sent[s%ackWindow]
+		if h.seq != s {
+			continue
+		}
+		h.acks++
+		if h.acks+1 == g.majority() {
+			g.extendLease(e, h.at)
+		}
+	}
+	f.ackSeq = m.Seq
+	return ""
+}
+
+// resign hands leadership to target, or to the best live member if target is
+// "": this leader steps down, votes for the successor in the next term and
+// says so to everyone, whose votes follow at once (thesis §3.10, with the
+// votes pushed instead of requested to save a round trip).
+func (g *group) resign(e *Engine, target string) string {
+	if g.role != RoleLeader {
+		return "not the leader"
+	}
+	if target == "" {
+		target = g.bestSuccessor(e.now)
+	} else if target == g.cfg.ID {
+		return "already leader"
+	} else if m := g.member(target); m == nil {
+		return target + " is not a member"
+	}
+	oldTerm := g.leaderTerm
+	g.stepDown(e, "resigned")
+	g.lastLeaderContact = e.now
+	g.resetElectionTimer(e.now)
+	if target != "" && g.cfg.Mode == ModeQuorum {
+		g.setTerm(oldTerm + 1)
+		g.vote, g.dirty = target, true
+	}
+	e.enc.begin(typeResign, g.cfg.Group, g.cfg.ID)
+	e.enc.str("leader", g.cfg.ID)
+	e.enc.num("term", oldTerm)
+	if target != "" {
+		e.enc.str("to", target)
+	}
+	e.publish(g, e.enc.end())
+	return ""
+}
+
+func (g *group) onResign(e *Engine, m *wireMsg) string {
+	now := e.now
+	if m.Leader != m.From {
+		return "resign for " + m.Leader + " sent by " + m.From
+	}
+	if m.Term < g.term || m.Term == g.term && m.Leader != g.leader && m.To != g.cfg.ID {
+		return "" // a stale or unknown leader's resignation changes nothing
+	}
+	if m.Term > g.term {
+		g.setTerm(m.Term)
+	}
+	g.role = RoleFollower
+	g.setLeader(e, "", 0)
+	if m.To == "" || g.member(m.To) == nil {
+		g.lastLeaderContact = now - g.cfg.ElectionTimeoutMs // free to vote at once
+		g.resetElectionTimer(now - g.cfg.ElectionTimeoutMs)
+		return ""
+	}
+	next := m.Term + 1
+	g.setTerm(next)
+	if g.vote != "" && g.vote != m.To {
+		return "" // already voted in the successor's term
+	}
+	g.vote, g.dirty = m.To, true
+	if m.To == g.cfg.ID {
+		g.startHandoffCandidacy(e)
+		if g.addVote(m.From) {
+			g.becomeLeader(e)
+		}
+		return ""
+	}
+	g.lastLeaderContact = now
+	g.resetElectionTimer(now)
+	g.sendVote(e, m.To, next, false, true)
+	return ""
+}
+
+// transferToBetter hands leadership to the best member when it outranks this
+// leader and has been in steady contact for two election timeouts: priority
+// is a preference served by one graceful hand-off, never by churn.
+func (g *group) transferToBetter(e *Engine) {
+	if g.cfg.NoPriorityTransfer {
+		return
+	}
+	best := g.bestSuccessor(e.now)
+	m := g.member(best)
+	if m == nil || !outranks(m.priority, m.id, g.cfg.Priority, g.cfg.ID) ||
+		e.now-m.aliveFrom < 2*g.cfg.ElectionTimeoutMs || m.ackSeq+2 < g.seq {
+		return
+	}
+	g.resign(e, best)
+}

@@ -1,0 +1,175 @@
+package core
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Wire message types. The first three are the seed skill's and keep its
+// fields; the rest are electcore's extensions. Every extension field is
+// optional, so seed agents' messages decode and ours stay readable to them.
+const (
+	typeElection  = "election"  // a candidacy; in quorum mode a (pre-)vote request
+	typeLeader    = "leader"    // a victory announcement (also a heartbeat)
+	typeHeartbeat = "heartbeat" // the leader is alive
+	typeVote      = "vote"      // quorum: a (pre-)vote answer
+	typeAck       = "ack"       // quorum: a follower heard heartbeat Seq of Term
+	typeResign    = "resign"    // the leader hands over to To and votes for it
+)
+
+// wireMsg is the union of every message's fields, decoded from JSON.
+type wireMsg struct {
+	Type      string    `json:"type"`
+	Group     string    `json:"group,omitempty"`
+	From      string    `json:"from,omitempty"`
+	Candidate string    `json:"candidate,omitempty"`
+	Leader    string    `json:"leader,omitempty"`
+	To        string    `json:"to,omitempty"`
+	Priority  *uint32   `json:"priority,omitempty"`
+	Term      uint64    `json:"term"`
+	Seq       uint64    `json:"seq,omitempty"`
+	Pre       bool      `json:"pre,omitempty"`
+	Granted   bool      `json:"granted,omitempty"`
+	ElectedAt string    `json:"elected_at,omitempty"`
+	Timestamp flexStamp `json:"timestamp,omitempty"`
+}
+
+// flexStamp accepts the seed's heartbeat "timestamp", which it writes as a
+// string of Unix seconds, and also a bare number. It is informational only.
+type flexStamp struct{}
+
+func (*flexStamp) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && (b[0] == '"' || b[0] == '-' || b[0] >= '0' && b[0] <= '9' || b[0] == 'n') {
+		return nil
+	}
+	return errors.New("timestamp: want a string or a number")
+}
+
+// decodeWire parses one payload and checks every field the protocol relies on.
+// It fills m (reused by the caller to save allocations) or returns the reason
+// the payload is rejected.
+func decodeWire(payload []byte, m *wireMsg) error {
+	if len(payload) > MaxPayload {
+		return fmt.Errorf("oversized: %d bytes, at most %d", len(payload), MaxPayload)
+	}
+	*m = wireMsg{}
+	if err := json.Unmarshal(payload, m); err != nil {
+		return fmt.Errorf("malformed: %v", err)
+	}
+	switch m.Type {
+	case typeElection:
+		if m.From == "" {
+			m.From = m.Candidate
+		}
+		if err := checkName("candidate", m.Candidate); err != nil {
+			return fmt.Errorf("malformed: %v", err)
+		}
+		if m.Priority == nil {
+			return errors.New("malformed: election without priority")
+		}
+	case typeLeader, typeHeartbeat:
+		if m.From == "" {
+			m.From = m.Leader
+		}
+		if err := checkName("leader", m.Leader); err != nil {
+			return fmt.Errorf("malformed: %v", err)
+		}
+	case typeVote:
+		if err := checkName("candidate", m.Candidate); err != nil {
+			return fmt.Errorf("malformed: %v", err)
+		}
+	case typeAck:
+		if err := checkName("leader", m.Leader); err != nil {
+			return fmt.Errorf("malformed: %v", err)
+		}
+	case typeResign:
+		if m.From == "" {
+			m.From = m.Leader
+		}
+		if err := checkName("leader", m.Leader); err != nil {
+			return fmt.Errorf("malformed: %v", err)
+		}
+		if m.To != "" {
+			if err := checkName("to", m.To); err != nil {
+				return fmt.Errorf("malformed: %v", err)
+			}
+		}
+	case "":
+		return errors.New("malformed: no type")
+	default:
+		return fmt.Errorf("unknown type %q", truncate(m.Type))
+	}
+	if err := checkName("from", m.From); err != nil {
+		return fmt.Errorf("malformed: %v", err)
+	}
+	if m.Group != "" {
+		if err := checkName("group", m.Group); err != nil {
+			return fmt.Errorf("malformed: %v", err)
+		}
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
+}
+
+// encoder appends wire messages. Every string it writes is a checked name
+// (no quotes, no escapes), so it writes JSON directly, in a fixed field order
+// that keeps outputs byte-identical everywhere.
+type encoder struct {
+	b []byte
+}
+
+func (e *encoder) begin(typ, group, from string) {
+	e.b = append(e.b[:0], `{"type":"`...)
+	e.b = append(e.b, typ...)
+	e.str("group", group)
+	e.str("from", from)
+}
+
+func (e *encoder) str(key, v string) {
+	e.b = append(e.b, `,"`...)
+	e.b = append(e.b, key...)
+	e.b = append(e.b, `":"`...)
+	e.b = append(e.b, v...)
+	e.b = append(e.b, '"')
+}
+
+func (e *encoder) num(key string, v uint64) {
+	e.b = append(e.b, `,"`...)
+	e.b = append(e.b, key...)
+	e.b = append(e.b, `":`...)
+	e.b = strconv.AppendUint(e.b, v, 10)
+}
+
+func (e *encoder) flag(key string) {
+	e.b = append(e.b, `,"`...)
+	e.b = append(e.b, key...)
+	e.b = append(e.b, `":true`...)
+}
+
+// wall adds the seed format's informational wall-clock field, if known.
+func (e *encoder) wall(typ string, wallMs int64) {
+	if wallMs <= 0 {
+		return
+	}
+	switch typ {
+	case typeLeader:
+		e.str("elected_at", time.UnixMilli(wallMs).UTC().Format("2006-01-02T15:04:05Z"))
+	case typeHeartbeat:
+		e.str("timestamp", strconv.FormatInt(wallMs/1000, 10))
+	}
+}
+
+// end closes the object and returns a copy the caller may keep.
+func (e *encoder) end() []byte {
+	e.b = append(e.b, '}')
+	return append([]byte(nil), e.b...)
+}
