@@ -130,6 +130,7 @@ type encoder struct {
 func (e *encoder) begin(typ, group, from string) {
 	e.b = append(e.b[:0], `{"type":"`...)
 	e.b = append(e.b, typ...)
+	e.b = append(e.b, '"')
 	e.str("group", group)
 	e.str("from", from)
 }
