@@ -55,7 +55,7 @@ type PilotOptions struct {
 	// OnGap, if set, is called (from the subscription's goroutine) each time a
 	// subscribe process ended and will be restarted: messages may have been
 	// missed between err and the restart going live.
-	OnGap func(topic, host string, err error)
+	OnGap  func(topic, host string, err error)
 	Logger *slog.Logger // nil: slog.Default()
 }
 

@@ -1,0 +1,277 @@
+package hostfuncs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/electcore/electcore/internal/pilotstandin"
+)
+
+func newPilot(t *testing.T, d *pilotstandin.Daemon, opts PilotOptions) *PilotTransport {
+	t.Helper()
+	opts.Binary = pilotstandin.Build(t)
+	if opts.Hosts == nil {
+		opts.Hosts = []string{"a"}
+	}
+	opts.Env = append(d.Env(), opts.Env...)
+	if opts.BackoffMin == 0 {
+		opts.BackoffMin = 20 * time.Millisecond
+		opts.BackoffMax = 200 * time.Millisecond
+	}
+	tr, err := NewPilotTransport(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// publishUntil publishes payload (a fresh one each try, via mk) until c
+// receives one: pilot has no ready signal, so early publishes may be lost.
+func waitLive(t *testing.T, d *pilotstandin.Daemon, host, topic string, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d live subscriber(s) on %s/%s", n, host, topic), func() bool {
+		return d.Subscribers(host, topic) >= n
+	})
+}
+
+func TestPilotPublishSubscribe(t *testing.T) {
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a"}})
+	alice := newPilot(t, d, PilotOptions{})
+	bob := newPilot(t, d, PilotOptions{})
+	ctx := context.Background()
+	const topic = "election:g1"
+	ca, cb := newCollector(), newCollector()
+	if err := alice.Subscribe(ctx, topic, ca.deliver); err != nil {
+		t.Fatal(err)
+	}
+	if err := bob.Subscribe(ctx, topic, cb.deliver); err != nil {
+		t.Fatal(err)
+	}
+	waitLive(t, d, "a", topic, 2)
+
+	payload := `{"type":"heartbeat","leader":"bob","term":3,"timestamp":17}`
+	if err := bob.Publish(ctx, topic, []byte(payload)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*collector{ca, cb} { // bob hears himself too
+		m := c.next(t)
+		if m.Topic != topic || string(m.Payload) != payload {
+			t.Fatalf("got %q on %q", m.Payload, m.Topic)
+		}
+	}
+	// Payloads that start with "--" or hold JSON escapes survive the argv.
+	odd := `--{"a":"\"quoted\"\n","b":"ü"}`
+	if err := alice.Publish(ctx, topic, []byte(odd)); err != nil {
+		t.Fatal(err)
+	}
+	if m := cb.next(t); string(m.Payload) != odd {
+		t.Fatalf("got %q, want %q", m.Payload, odd)
+	}
+	if s := bob.Stats(); s.Published != 1 || s.Received != 2 || s.Rejected != 0 {
+		t.Fatalf("bob stats %+v", s)
+	}
+	// Other topics are not delivered.
+	if err := alice.Publish(ctx, "election:other", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	ca.next(t) // alice's own odd payload
+	ca.none(t)
+	if err := alice.Publish(ctx, topic, []byte("a\x00b")); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("NUL payload: %v", err)
+	}
+}
+
+func TestPilotGarbageLinesRejected(t *testing.T) {
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a"}})
+	tr := newPilot(t, d, PilotOptions{})
+	ctx := context.Background()
+	c := newCollector()
+	if err := tr.Subscribe(ctx, "t", c.deliver); err != nil {
+		t.Fatal(err)
+	}
+	waitLive(t, d, "a", "t", 1)
+	garbage := []string{
+		`not json at all`,
+		`{"bytes":3,"topic":"t"}`,              // no data
+		`{"bytes":3,"data":7,"topic":"t"}`,     // data not a string
+		`{"bytes":3,"data":"x","topic":"u"}`,   // wrong topic
+		`{"bytes":3,"data":"x","topic":"t"`,    // truncated
+		`{"status":"ok","data":{"events":[]}}`, // an envelope, not an event
+	}
+	for _, g := range garbage {
+		if n := d.InjectRaw("a", "t", g); n != 1 {
+			t.Fatalf("injected into %d subscribers", n)
+		}
+	}
+	if err := tr.Publish(ctx, "t", []byte("fine")); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.next(t); string(m.Payload) != "fine" {
+		t.Fatalf("got %q", m.Payload)
+	}
+	c.none(t)
+	if s := tr.Stats(); s.Rejected != uint64(len(garbage)) || s.Received != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestPilotResubscribeAfterIdleDrop(t *testing.T) {
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a"}})
+	var gaps atomic.Int32
+	var gapErr atomic.Value
+	tr := newPilot(t, d, PilotOptions{
+		Env: []string{pilotstandin.EnvIdleDrop + "=300ms"},
+		OnGap: func(topic, host string, err error) {
+			gapErr.Store(err)
+			gaps.Add(1)
+		},
+	})
+	ctx := context.Background()
+	c := newCollector()
+	if err := tr.Subscribe(ctx, "t", c.deliver); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "an idle drop and resubscribe", func() bool { return tr.Stats().Resubscribes >= 1 })
+	err := gapErr.Load().(error)
+	if !errors.Is(err, ErrConnectionFailed) || !strings.Contains(err.Error(), "recv: EOF") {
+		t.Fatalf("gap error %v", err)
+	}
+	waitLive(t, d, "a", "t", 1)
+	if err := tr.Publish(ctx, "t", []byte("after drop")); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.next(t); string(m.Payload) != "after drop" {
+		t.Fatalf("got %q", m.Payload)
+	}
+}
+
+func TestPilotResubscribeAfterBrokerRestart(t *testing.T) {
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a"}})
+	tr := newPilot(t, d, PilotOptions{})
+	ctx := context.Background()
+	c := newCollector()
+	if err := tr.Subscribe(ctx, "t", c.deliver); err != nil {
+		t.Fatal(err)
+	}
+	waitLive(t, d, "a", "t", 1)
+
+	d.StopBroker("a")
+	waitFor(t, "the subscriber to see EOF", func() bool { return tr.Stats().Resubscribes >= 1 })
+	err := tr.Publish(ctx, "t", []byte("while down"))
+	var pe *PilotError
+	if !errors.Is(err, ErrNotFound) || !errors.As(err, &pe) || pe.Code != "not_found" {
+		t.Fatalf("publish to a stopped broker: %v", err)
+	}
+
+	d.StartBroker("a")
+	waitLive(t, d, "a", "t", 1)
+	if err := tr.Publish(ctx, "t", []byte("back")); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.next(t); string(m.Payload) != "back" {
+		t.Fatalf("got %q", m.Payload)
+	}
+	if s := tr.Stats(); s.PublishErrors != 1 || s.Published != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestPilotErrorMapping(t *testing.T) {
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a", "k"}, KillHang: 300 * time.Millisecond})
+	ctx := context.Background()
+
+	tr := newPilot(t, d, PilotOptions{Hosts: []string{"nosuchhost"}})
+	err := tr.Publish(ctx, "t", []byte("x"))
+	var pe *PilotError
+	if !errors.As(err, &pe) || pe.Code != "not_found" || !errors.Is(err, ErrNotFound) || pe.Message == "" {
+		t.Fatalf("unknown host: %v", err)
+	}
+
+	down := newPilot(t, d, PilotOptions{Env: []string{"PILOT_SOCKET=/nonexistent/pilot.sock"}})
+	if err := down.Publish(ctx, "t", []byte("x")); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("no daemon: %v", err)
+	}
+	if _, err := down.Info(ctx); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("info without daemon: %v", err)
+	}
+	info, err := tr.Info(ctx)
+	if err != nil || info["hostname"] != "a" || info["node_id"] != float64(1) {
+		t.Fatalf("info %v %v", info, err)
+	}
+
+	d.KillBroker("k")
+	killed := newPilot(t, d, PilotOptions{Hosts: []string{"k"}})
+	if err := killed.Publish(ctx, "t", []byte("x")); !errors.Is(err, ErrConnectionFailed) {
+		t.Fatalf("killed broker: %v", err)
+	}
+	short := newPilot(t, d, PilotOptions{Hosts: []string{"k"}, PublishTimeout: 50 * time.Millisecond})
+	if err := short.Publish(ctx, "t", []byte("x")); !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("publish deadline: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := tr.Publish(cctx, "t", []byte("x")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled ctx: %v", err)
+	}
+	if err := tr.Publish(ctx, "--json", []byte("x")); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("flag-like topic: %v", err)
+	}
+	tr.Close()
+	if err := tr.Publish(ctx, "t", []byte("x")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after close: %v", err)
+	}
+	if err := tr.Subscribe(ctx, "t", func(Message) {}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("subscribe after close: %v", err)
+	}
+}
+
+func TestPilotMissingBinary(t *testing.T) {
+	for _, bin := range []string{"pilotctl-not-installed-here", "/nonexistent/dir/pilotctl"} {
+		_, err := NewPilotTransport(PilotOptions{Binary: bin, Hosts: []string{"a"}})
+		if !errors.Is(err, exec.ErrNotFound) || !strings.Contains(err.Error(), bin) {
+			t.Fatalf("%s: %v", bin, err)
+		}
+	}
+}
+
+func TestPilotSeveralHostsDeliverOnce(t *testing.T) {
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a", "b"}})
+	hosts := []string{"a", "b"}
+	alice := newPilot(t, d, PilotOptions{Hosts: hosts})
+	bob := newPilot(t, d, PilotOptions{Hosts: hosts})
+	ctx := context.Background()
+	c := newCollector()
+	if err := bob.Subscribe(ctx, "t", c.deliver); err != nil {
+		t.Fatal(err)
+	}
+	waitLive(t, d, "a", "t", 1)
+	waitLive(t, d, "b", "t", 1)
+	for i := 1; i <= 2; i++ { // the same payload twice: a genuine repeat is delivered again
+		if err := alice.Publish(ctx, "t", []byte("vote")); err != nil {
+			t.Fatal(err)
+		}
+		if m := c.next(t); string(m.Payload) != "vote" {
+			t.Fatalf("got %q", m.Payload)
+		}
+		waitFor(t, "the second host's copy", func() bool { return bob.Stats().Duplicates == uint64(i) })
+		c.none(t)
+	}
+	// One host down: publish still succeeds through the other, counted once as an error.
+	d.StopBroker("b")
+	if err := alice.Publish(ctx, "t", []byte("half")); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.next(t); string(m.Payload) != "half" {
+		t.Fatalf("got %q", m.Payload)
+	}
+	if s := alice.Stats(); s.Published != 3 || s.PublishErrors != 1 {
+		t.Fatalf("alice stats %+v", s)
+	}
+}
