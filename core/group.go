@@ -35,7 +35,8 @@ type group struct {
 
 	// Candidate state.
 	votes      []string // quorum: who granted this (pre-)campaign
-	campaignAt int64    // when the vote requests went out; 0 if elected by hand-off
+	campaignAt int64    // when the vote requests went out
+	handoff    bool     // candidate by a leader's hand-off: no vote requests, no lease from votes
 	collectEnd int64    // bully: declare victory at this time
 
 	// Leader state.
@@ -83,10 +84,15 @@ func newGroup(cfg Config, st GroupState, now int64) *group {
 	if m := g.member(cfg.ID); m != nil {
 		m.priority, m.prioKnown = cfg.Priority, true
 	}
-	// A (re)started member has forgotten whom it heard when: it behaves as if
+	// A restarted member has forgotten whom it heard when: it behaves as if
 	// it had just heard a leader, so it grants no vote that could cut short a
-	// lease it acknowledged before it crashed.
+	// lease it acknowledged before it crashed. A member with no persisted
+	// term has never heard a leader (hearing one persists its term), so it
+	// may vote at once.
 	g.lastLeaderContact = now
+	if st.Term == 0 {
+		g.lastLeaderContact = now - cfg.ElectionTimeoutMs
+	}
 	g.resetElectionTimer(now)
 	return g
 }

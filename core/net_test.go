@@ -2,22 +2,30 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// testNet is a tiny synchronous bus for unit tests and transcripts: every
-// publish is queued for every other node; deliver moves them when told.
+// testNet is a tiny synchronous bus for unit tests and golden transcripts:
+// every publish is queued for every other node that is up and not cut off,
+// and delivered when the test says so. Optionally it records what happened
+// for printing.
 type testNet struct {
 	t     testing.TB
+	mode  Mode
 	ids   []string
+	prio  map[string]uint32
 	nodes map[string]*Engine
 	down  map[string]bool
 	cut   map[[2]string]bool // cut[{from,to}]: from's messages do not reach to
 	queue []queued
 	now   int64
 	store map[string]GroupState
-	log   strings.Builder
+	// voted[id][term] is the vote id published in term, to catch double votes.
+	voted map[string]map[uint64]string
+	out   strings.Builder // what the steps printed since the last take()
+	quiet bool            // print events only, not publishes
 }
 
 type queued struct {
@@ -26,39 +34,59 @@ type queued struct {
 }
 
 func newTestNet(t testing.TB, mode Mode, ids ...string) *testNet {
-	n := &testNet{t: t, ids: ids, nodes: map[string]*Engine{}, down: map[string]bool{},
-		cut: map[[2]string]bool{}, store: map[string]GroupState{}}
+	n := &testNet{t: t, mode: mode, ids: ids, prio: map[string]uint32{}, nodes: map[string]*Engine{},
+		down: map[string]bool{}, cut: map[[2]string]bool{}, store: map[string]GroupState{},
+		voted: map[string]map[uint64]string{}}
 	for _, id := range ids {
-		n.start(id, mode)
+		n.start(id)
 	}
 	return n
 }
 
-func (n *testNet) config(id string, mode Mode) Config {
-	c := Config{ID: id, Group: "g", Mode: mode}
-	if mode == ModeQuorum {
+func (n *testNet) config(id string) Config {
+	c := Config{ID: id, Group: "g", Mode: n.mode, Priority: n.prio[id]}
+	if n.mode == ModeQuorum {
 		c.Members = n.ids
 	}
 	return c
 }
 
-func (n *testNet) start(id string, mode Mode) {
-	e := NewEngine()
-	n.nodes[id] = e
+func (n *testNet) start(id string) {
+	n.nodes[id] = NewEngine()
 	delete(n.down, id)
-	n.step(id, &Input{Now: n.now, Join: []GroupSpec{{Config: n.config(id, mode), State: n.store[id]}}})
+	n.step(id, &Input{Now: n.now, Join: []GroupSpec{{Config: n.config(id), State: n.store[id]}}})
 }
 
 func (n *testNet) step(id string, in *Input) {
 	var out Output
 	n.nodes[id].Step(in, &out)
 	for _, p := range out.Persist {
+		if old := n.store[id]; p.Term < old.Term {
+			n.t.Fatalf("%s persisted term %d after %d", id, p.Term, old.Term)
+		}
 		n.store[id] = p
 	}
 	for _, ev := range out.Events {
-		fmt.Fprintf(&n.log, "%d %s: %s term=%d leader=%s lease=%d %s\n", n.now, id, ev.Kind, ev.Term, ev.Leader, ev.LeaseUntil, ev.Reason)
+		fmt.Fprintf(&n.out, "%s: %s", id, ev.Kind)
+		if ev.Kind != EventRejected {
+			fmt.Fprintf(&n.out, " term=%d", ev.Term)
+		}
+		if ev.Leader != "" {
+			fmt.Fprintf(&n.out, " leader=%s", ev.Leader)
+		}
+		if ev.LeaseUntil != 0 {
+			fmt.Fprintf(&n.out, " lease=%d", ev.LeaseUntil)
+		}
+		if ev.Reason != "" {
+			fmt.Fprintf(&n.out, " (%s)", ev.Reason)
+		}
+		n.out.WriteByte('\n')
 	}
 	for _, p := range out.Publishes {
+		n.checkVote(id, p.Payload)
+		if !n.quiet {
+			fmt.Fprintf(&n.out, "%s> %s\n", id, p.Payload)
+		}
 		for _, to := range n.ids {
 			if to != id && !n.cut[[2]string{id, to}] {
 				n.queue = append(n.queue, queued{id, to, p})
@@ -67,23 +95,45 @@ func (n *testNet) step(id string, in *Input) {
 	}
 }
 
-// deliverAll delivers queued messages (and what they cause) until quiet.
-func (n *testNet) deliverAll() {
-	for len(n.queue) > 0 {
-		q := n.queue[0]
-		n.queue = n.queue[1:]
-		if n.down[q.to] {
-			continue
+// checkVote fails the test if id publishes two different granted votes in
+// one term (Raft §5.2: one vote per term, across restarts).
+func (n *testNet) checkVote(id string, payload []byte) {
+	var m wireMsg
+	if decodeWire(payload, &m) != nil || m.Type != typeVote || !m.Granted || m.Pre {
+		return
+	}
+	if n.voted[id] == nil {
+		n.voted[id] = map[uint64]string{}
+	}
+	if prev, ok := n.voted[id][m.Term]; ok && prev != m.Candidate {
+		n.t.Fatalf("%s voted for %s and %s in term %d", id, prev, m.Candidate, m.Term)
+	}
+	n.voted[id][m.Term] = m.Candidate
+}
+
+// deliverRound delivers what is queued now; what that produces stays queued.
+func (n *testNet) deliverRound() {
+	round := n.queue
+	n.queue = nil
+	for _, q := range round {
+		if !n.down[q.to] {
+			n.step(q.to, &Input{Now: n.now, Inbound: []Message{q.msg}})
 		}
-		n.step(q.to, &Input{Now: n.now, Inbound: []Message{q.msg}})
 	}
 }
 
-// advance moves time forward in steps of ms, ticking every node and
+// deliverAll delivers until nothing is queued.
+func (n *testNet) deliverAll() {
+	for len(n.queue) > 0 {
+		n.deliverRound()
+	}
+}
+
+// advance moves time forward in steps of stepMs, ticking every node and
 // delivering instantly.
 func (n *testNet) advance(total, stepMs int64) {
 	for end := n.now + total; n.now < end; {
-		n.now += stepMs
+		n.now = min(n.now+stepMs, end)
 		for _, id := range n.ids {
 			if !n.down[id] {
 				n.step(id, &Input{Now: n.now})
@@ -93,31 +143,68 @@ func (n *testNet) advance(total, stepMs int64) {
 	}
 }
 
+func (n *testNet) partition(sides ...[]string) {
+	clear(n.cut)
+	for i, a := range sides {
+		for j, b := range sides {
+			if i == j {
+				continue
+			}
+			for _, x := range a {
+				for _, y := range b {
+					n.cut[[2]string{x, y}] = true
+				}
+			}
+		}
+	}
+}
+
+func (n *testNet) status(id string) Status {
+	s, _ := n.nodes[id].Status("g")
+	return s
+}
+
+// leaders lists the live nodes that believe they lead, as id@term.
 func (n *testNet) leaders() []string {
 	var ls []string
 	for _, id := range n.ids {
-		if n.down[id] {
-			continue
-		}
-		if s, _ := n.nodes[id].Status("g"); s.Role == RoleLeader {
+		if s := n.status(id); !n.down[id] && s.Role == RoleLeader {
 			ls = append(ls, fmt.Sprintf("%s@%d", id, s.Term))
 		}
 	}
 	return ls
 }
 
-func TestFirstElectionSmoke(t *testing.T) {
+func (n *testNet) take() string {
+	s := n.out.String()
+	n.out.Reset()
+	return s
+}
+
+func (n *testNet) live() []string {
+	return slices.DeleteFunc(slices.Clone(n.ids), func(id string) bool { return n.down[id] })
+}
+
+func TestFirstElectionAndFailover(t *testing.T) {
 	for _, mode := range []Mode{ModeQuorum, ModeBully} {
-		n := newTestNet(t, mode, "a", "b", "c", "d", "e")
-		n.advance(5000, 10)
-		if ls := n.leaders(); len(ls) != 1 {
-			t.Fatalf("%s: leaders %v\n%s", mode, ls, n.log.String())
-		}
-		t.Logf("%s: %v\n%s", mode, n.leaders(), n.log.String())
-		n.down[strings.Split(n.leaders()[0], "@")[0]] = true
-		n.advance(5000, 10)
-		if ls := n.leaders(); len(ls) != 1 {
-			t.Fatalf("%s after crash: leaders %v\n%s", mode, ls, n.log.String())
-		}
+		t.Run(string(mode), func(t *testing.T) {
+			n := newTestNet(t, mode, "a", "b", "c", "d", "e")
+			n.advance(5000, 10)
+			ls := n.leaders()
+			if len(ls) != 1 {
+				t.Fatalf("leaders %v\n%s", ls, n.take())
+			}
+			old := strings.Split(ls[0], "@")[0]
+			n.down[old] = true
+			n.advance(5000, 10)
+			if ls := n.leaders(); len(ls) != 1 || strings.HasPrefix(ls[0], old+"@") {
+				t.Fatalf("after %s crashed: leaders %v\n%s", old, ls, n.take())
+			}
+			for _, id := range n.live() {
+				if s := n.status(id); s.Leader == "" || s.Leader == old {
+					t.Fatalf("%s follows %q", id, s.Leader)
+				}
+			}
+		})
 	}
 }

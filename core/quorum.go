@@ -61,7 +61,7 @@ func (g *group) campaign(e *Engine) {
 	g.vote, g.dirty = g.cfg.ID, true
 	g.role = RoleCandidate
 	g.votes = append(g.votes[:0], g.cfg.ID)
-	g.campaignAt = e.now
+	g.campaignAt, g.handoff = e.now, false
 	g.setLeader(e, "", 0)
 	g.resetElectionTimer(e.now)
 	if len(g.votes) >= g.majority() {
@@ -85,7 +85,7 @@ func (g *group) sendElection(e *Engine, term uint64, pre bool) {
 func (g *group) becomeLeader(e *Engine) {
 	g.role = RoleLeader
 	g.lease, g.stepDownAt = 0, e.now+g.cfg.LeaseMs
-	if g.campaignAt > 0 || g.majority() == 1 {
+	if !g.handoff {
 		// Every vote was cast after our request left, and a voter grants
 		// nothing else for an election timeout after voting: the lease
 		// runs from the request.
@@ -279,7 +279,7 @@ func (g *group) addVote(id string) bool {
 func (g *group) startHandoffCandidacy(e *Engine) {
 	g.role = RoleCandidate
 	g.votes = append(g.votes[:0], g.cfg.ID)
-	g.campaignAt = 0
+	g.handoff = true
 	g.setLeader(e, "", 0)
 	g.lastLeaderContact = e.now
 	g.resetElectionTimer(e.now)

@@ -1,0 +1,137 @@
+package core
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
+)
+
+// TestTranscripts replays the protocol scenarios in testdata/*.txt and
+// compares what every node published and reported with the golden output.
+// Rewrite after an intended change with: go test ./core -run Transcripts -rewrite
+//
+// Commands (arguments key=value; lists as key=(a,b)):
+//
+//	cluster mode=quorum|bully ids=(a,b,c) [prio=(a:10,b:20)]
+//	elapse ms=N            advance time in 10 ms steps, delivering at once; prints events only
+//	campaign|resign id=X   apply the command at node X; prints what it published
+//	transfer id=X to=Y
+//	deliver [rounds=N]     deliver what is queued, round by round (default: until quiet)
+//	drop                   lose everything queued
+//	crash id=X / restart id=X (restart rejoins with X's persisted state)
+//	partition              each input line is one side, ids separated by spaces
+//	heal
+//	inject to=X            deliver the input (one raw payload per line) to X
+//	status [id=X]          role, term, vote, leader of X (default: every node)
+func TestTranscripts(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		var n *testNet
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			if d.Cmd != "cluster" && n == nil {
+				d.Fatalf(t, "cluster first")
+			}
+			return runTranscriptCmd(t, d, &n)
+		})
+	})
+}
+
+func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string {
+	n := *np
+	arg := func(key string) string {
+		var v string
+		d.ScanArgs(t, key, &v)
+		return v
+	}
+	switch d.Cmd {
+	case "cluster":
+		var ids []string
+		d.ScanArgs(t, "ids", &ids)
+		n = newTestNet(t, Mode(arg("mode")), ids...)
+		if d.HasArg("prio") {
+			var ps []string
+			d.ScanArgs(t, "prio", &ps)
+			for _, p := range ps {
+				id, v, _ := strings.Cut(p, ":")
+				pv, err := strconv.ParseUint(v, 10, 32)
+				if err != nil {
+					d.Fatalf(t, "prio %q: %v", p, err)
+				}
+				n.prio[id] = uint32(pv)
+			}
+			n = restartAll(n)
+		}
+		*np = n
+		n.take()
+		return "ok"
+	case "elapse":
+		var ms int64
+		d.ScanArgs(t, "ms", &ms)
+		n.quiet = true
+		n.advance(ms, 10)
+		n.quiet = false
+	case "campaign", "resign", "transfer":
+		c := Command{Group: "g"}
+		switch d.Cmd {
+		case "campaign":
+			c.Kind = CmdCampaign
+		case "resign":
+			c.Kind = CmdResign
+		case "transfer":
+			c.Kind, c.Target = CmdTransfer, arg("to")
+		}
+		n.step(arg("id"), &Input{Now: n.now, Commands: []Command{c}})
+	case "deliver":
+		rounds := 1 << 30
+		d.MaybeScanArgs(t, "rounds", &rounds)
+		for i := 0; i < rounds && len(n.queue) > 0; i++ {
+			n.deliverRound()
+		}
+	case "drop":
+		n.queue = nil
+	case "crash":
+		n.down[arg("id")] = true
+	case "restart":
+		n.start(arg("id"))
+	case "partition":
+		var sides [][]string
+		for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+			sides = append(sides, strings.Fields(line))
+		}
+		n.partition(sides...)
+	case "heal":
+		clear(n.cut)
+	case "inject":
+		to := arg("to")
+		for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+			n.step(to, &Input{Now: n.now, Inbound: []Message{{Topic: Topic("g"), Payload: []byte(line)}}})
+		}
+	case "status":
+		ids := n.ids
+		if d.HasArg("id") {
+			ids = []string{arg("id")}
+		}
+		for _, id := range ids {
+			if n.down[id] {
+				fmt.Fprintf(&n.out, "%s: down\n", id)
+				continue
+			}
+			s := n.status(id)
+			fmt.Fprintf(&n.out, "%s: %s term=%d vote=%s leader=%s rejected=%d\n", id, s.Role, s.Term, s.Vote, s.Leader, s.Rejected)
+		}
+	default:
+		d.Fatalf(t, "unknown command %q", d.Cmd)
+	}
+	out := n.take()
+	return fmt.Sprintf("t=%d\n%s", n.now, out)
+}
+
+// restartAll rebuilds every node, so configuration changes take effect.
+func restartAll(n *testNet) *testNet {
+	for _, id := range n.ids {
+		n.start(id)
+	}
+	return n
+}
