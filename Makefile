@@ -1,0 +1,84 @@
+# electcore — build, test and run targets. `make help` lists them.
+#
+# Variables you can override: GO, TEST_TIMEOUT, TEST_FLAGS, FUZZTIME, BENCHTIME,
+# SOAK_SEEDS, SOAK_NODES.
+
+GO           ?= go
+WASM         := electcore.wasm
+BIN          := bin/electhost
+TEST_TIMEOUT ?= 8m
+TEST_FLAGS   ?=
+FUZZTIME     ?= 10s
+BENCHTIME    ?= 1s
+SOAK_SEEDS   ?= 20000
+SOAK_NODES   ?= 5
+NODE_DIR     := examples/node
+
+# Go sources of the wasm module: rebuild electcore.wasm when any changes.
+WASM_SRC := $(shell find core wasm -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod go.sum
+
+.PHONY: all help build wasm test test-go test-node vet demo bench fuzz soak clean
+
+all: build wasm
+
+help:
+	@echo "make build   bin/electhost"
+	@echo "make wasm    electcore.wasm at the repo root (wasip1, c-shared)"
+	@echo "make test    wasm, go vet, go test (timeout $(TEST_TIMEOUT)), node tests if present"
+	@echo "make demo    the guided election demo on an embedded NATS server"
+	@echo "make bench   every Go benchmark once (BENCHTIME=$(BENCHTIME))"
+	@echo "make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME)"
+	@echo "make soak    a long simulation (SOAK_SEEDS=$(SOAK_SEEDS) per mode)"
+
+build: $(BIN)
+
+$(BIN): FORCE
+	@mkdir -p bin
+	$(GO) build -o $(BIN) ./cmd/electhost
+
+wasm: $(WASM)
+
+$(WASM): $(WASM_SRC)
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -ldflags="-s -w" -o $(WASM) ./wasm
+
+test: wasm vet test-go test-node
+
+vet:
+	$(GO) vet ./...
+
+test-go:
+	$(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+
+# Hook for the Node example (a non-Go agent loading electcore.wasm): runs only
+# once examples/node has a package.json. .ci/run installs its dependencies.
+test-node: wasm
+	@if [ -f $(NODE_DIR)/package.json ]; then \
+		echo "cd $(NODE_DIR) && npm test"; \
+		cd $(NODE_DIR) && npm test; \
+	else \
+		echo "test-node: no $(NODE_DIR)/package.json yet, skipped"; \
+	fi
+
+demo: wasm
+	$(GO) run ./cmd/electhost demo
+
+bench: wasm
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 30m ./...
+
+# Every Fuzz target of every package, one at a time (go test -fuzz takes one).
+fuzz: wasm
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "== $$pkg $$f ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+soak: wasm
+	$(GO) run ./cmd/electhost sim --mode quorum --seeds $(SOAK_SEEDS) --nodes $(SOAK_NODES)
+	$(GO) run ./cmd/electhost sim --mode bully --seeds $(SOAK_SEEDS) --nodes $(SOAK_NODES)
+
+clean:
+	rm -rf bin $(WASM)
+
+FORCE:
