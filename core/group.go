@@ -25,7 +25,9 @@ type group struct {
 	leaderTerm uint64
 	leaderPrio uint32
 
-	members []member // sorted by id
+	// members are sorted by id. Every message carries its sender's
+	// priority, so custom priorities are known after one round.
+	members []member
 
 	// lastLeaderContact is when this agent last heard its leader or granted a
 	// vote (a boot counts as contact). Within ElectionTimeoutMs of it, a

@@ -25,7 +25,7 @@ type testNet struct {
 	// voted[id][term] is the vote id published in term, to catch double votes.
 	voted map[string]map[uint64]string
 	out   strings.Builder // what the steps printed since the last take()
-	quiet bool            // print events only, not publishes
+	quiet bool            // print events only, not publishes or lease renewals
 }
 
 type queued struct {
@@ -67,6 +67,9 @@ func (n *testNet) step(id string, in *Input) {
 		n.store[id] = p
 	}
 	for _, ev := range out.Events {
+		if n.quiet && ev.Kind == EventLease {
+			continue // one per heartbeat: too many to read
+		}
 		fmt.Fprintf(&n.out, "%s: %s", id, ev.Kind)
 		if ev.Kind != EventRejected {
 			fmt.Fprintf(&n.out, " term=%d", ev.Term)

@@ -147,6 +147,9 @@ func (g *group) setLeader(e *Engine, id string, term uint64) {
 		g.leaderPrio = m.priority
 	}
 	if changed {
+		if id == "" {
+			term = g.term // no leader known: report the term we are in
+		}
 		e.event(Event{Kind: EventLeaderChanged, Group: g.cfg.Group, Term: term, Leader: id})
 	}
 }
@@ -216,6 +219,7 @@ func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
 
 func (g *group) sendVote(e *Engine, candidate string, term uint64, pre, granted bool) {
 	e.enc.begin(typeVote, g.cfg.Group, g.cfg.ID)
+	e.enc.num("priority", uint64(g.cfg.Priority))
 	e.enc.str("candidate", candidate)
 	e.enc.num("term", term)
 	if pre {
@@ -313,6 +317,7 @@ func (g *group) onHeartbeat(e *Engine, m *wireMsg) string {
 
 func (g *group) sendAck(e *Engine, leader string, term, seq uint64) {
 	e.enc.begin(typeAck, g.cfg.Group, g.cfg.ID)
+	e.enc.num("priority", uint64(g.cfg.Priority))
 	e.enc.str("leader", leader)
 	e.enc.num("term", term)
 	e.enc.num("seq", seq)
