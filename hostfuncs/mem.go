@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 )
@@ -39,8 +40,8 @@ type MemBus struct {
 	loss, dup float64
 	dmin      time.Duration
 	dmax      time.Duration
-	blocked   map[[2]string]bool // from -> to
-	subs      map[string]map[*memSub]struct{}
+	blocked   map[[2]string]bool   // from -> to
+	subs      map[string][]*memSub // per topic, in subscription order (deterministic decisions)
 	nodes     map[string]*MemTransport
 	closed    bool
 }
@@ -59,7 +60,7 @@ func NewMemBus(opts MemOptions) *MemBus {
 		queueLimit: opts.QueueLimit,
 		rng:        rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
 		blocked:    map[[2]string]bool{},
-		subs:       map[string]map[*memSub]struct{}{},
+		subs:       map[string][]*memSub{},
 		nodes:      map[string]*MemTransport{},
 	}
 	b.SetLoss(opts.Loss)
@@ -181,7 +182,7 @@ func (b *MemBus) publish(from string, topic string, payload []byte) {
 	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for s := range b.subs[topic] {
+	for _, s := range b.subs[topic] {
 		if s.node.node != from && b.blocked[[2]string{from, s.node.node}] {
 			s.node.counters.dropped.Add(1)
 			continue
@@ -253,17 +254,17 @@ func (t *MemTransport) Subscribe(ctx context.Context, topic string, deliver func
 	t.mu.Unlock()
 
 	t.bus.mu.Lock()
-	if t.bus.subs[topic] == nil {
-		t.bus.subs[topic] = map[*memSub]struct{}{}
-	}
-	t.bus.subs[topic][s] = struct{}{}
+	t.bus.subs[topic] = append(t.bus.subs[topic], s)
 	t.bus.mu.Unlock()
 
 	go func() {
 		defer t.wg.Done()
 		s.run(ctx)
 		t.bus.mu.Lock()
-		delete(t.bus.subs[topic], s)
+		t.bus.subs[topic] = slices.DeleteFunc(t.bus.subs[topic], func(x *memSub) bool { return x == s })
+		if len(t.bus.subs[topic]) == 0 {
+			delete(t.bus.subs, topic)
+		}
 		t.bus.mu.Unlock()
 		t.mu.Lock()
 		delete(t.subs, s)

@@ -1,0 +1,357 @@
+package hostfuncs
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// NATSOptions configures NewNATSTransport.
+type NATSOptions struct {
+	// URL of the NATS server(s): "nats://127.0.0.1:4222", comma-separated
+	// for several. Default nats.DefaultURL.
+	URL string
+	// Name is the client connection name shown by the server.
+	Name string
+	// ConnectTimeout bounds each dial of the initial connect (and of every
+	// reconnect attempt). Default 5 s. Once connected, the transport
+	// reconnects forever.
+	ConnectTimeout time.Duration
+	// ReconnectWait and ReconnectJitter set the back-off between reconnect
+	// attempts. Defaults 250 ms and 250 ms.
+	ReconnectWait, ReconnectJitter time.Duration
+	// PingInterval detects a dead server (defaults 5 s; 2 missed pings).
+	PingInterval time.Duration
+	// PublishTimeout bounds a Publish whose ctx has no deadline. Default 5 s.
+	PublishTimeout time.Duration
+	// PendingLimit is how many undelivered messages a subscription buffers
+	// before dropping (slow consumer). Default 65536.
+	PendingLimit int
+	// OnGap, if set, is called for every active subscription when the
+	// connection is lost (messages published until the reconnect are missed).
+	// host is the server URL (redacted). Called from nats.go's callback goroutine.
+	OnGap func(topic, host string, err error)
+	// Extra are appended to the nats.go options (credentials, TLS, ...).
+	Extra  []nats.Option
+	Logger *slog.Logger // nil: slog.Default()
+}
+
+// NATSTransport is a Transport over core NATS (github.com/nats-io/nats.go).
+//
+// Topics map to subjects with NATSSubject. Echo is on, so a node receives
+// its own publishes. Subscriptions survive server restarts: nats.go
+// reconnects forever and re-subscribes; each reconnect adds the number of
+// active subscriptions to Resubscribes, each loss of the connection counts in
+// Disconnects. Core NATS stores nothing: messages published while a
+// subscriber is disconnected are lost (as on pilot).
+type NATSTransport struct {
+	nc     *nats.Conn
+	url    string // redacted, for messages
+	opts   NATSOptions
+	logger *slog.Logger
+	c      counters
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	closed bool
+	subs   map[*natsSub]struct{}
+	wg     sync.WaitGroup
+}
+
+var _ Transport = (*NATSTransport)(nil)
+
+// NewNATSTransport connects to NATS. The initial connect is bounded: when no
+// server answers it fails with "cannot reach NATS at <url>: ..." (matching
+// ErrConnectionFailed). After that the connection is kept up forever.
+func NewNATSTransport(opts NATSOptions) (*NATSTransport, error) {
+	if opts.URL == "" {
+		opts.URL = nats.DefaultURL
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 5 * time.Second
+	}
+	if opts.ReconnectWait <= 0 {
+		opts.ReconnectWait = 250 * time.Millisecond
+	}
+	if opts.ReconnectJitter <= 0 {
+		opts.ReconnectJitter = 250 * time.Millisecond
+	}
+	if opts.PingInterval <= 0 {
+		opts.PingInterval = 5 * time.Second
+	}
+	if opts.PublishTimeout <= 0 {
+		opts.PublishTimeout = 5 * time.Second
+	}
+	if opts.PendingLimit <= 0 {
+		opts.PendingLimit = 65536
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &NATSTransport{
+		url:    redactURLs(opts.URL),
+		opts:   opts,
+		logger: logger.With("transport", "nats"),
+		ctx:    ctx,
+		cancel: cancel,
+		subs:   map[*natsSub]struct{}{},
+	}
+	nopts := []nats.Option{
+		nats.Name(opts.Name),
+		nats.Timeout(opts.ConnectTimeout),
+		nats.RetryOnFailedConnect(false),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(opts.ReconnectWait),
+		nats.ReconnectJitter(opts.ReconnectJitter, opts.ReconnectJitter),
+		nats.PingInterval(opts.PingInterval),
+		nats.MaxPingsOutstanding(2),
+		nats.DisconnectErrHandler(t.onDisconnect),
+		nats.ReconnectHandler(t.onReconnect),
+		nats.ErrorHandler(t.onError),
+	}
+	nc, err := nats.Connect(opts.URL, append(nopts, opts.Extra...)...)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("cannot reach NATS at %s: %w (%w)", t.url, err, ErrConnectionFailed)
+	}
+	t.nc = nc
+	return t, nil
+}
+
+func redactURLs(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+const natsEncodedPrefix = "electcore.enc."
+
+// NATSSubject maps a topic to the NATS subject it travels on. Topics made
+// only of ASCII letters, digits, '_', '-', ':' and '.' (no empty tokens) are
+// used as they are: "election:g1" is the subject "election:g1" (NATS allows
+// ':'; only whitespace, '.', '*', '>' are special), so other NATS tools see
+// the same name. Any other topic (wildcards, spaces, '$', non-ASCII, a
+// leading/trailing/double '.') and any topic starting with "electcore.enc."
+// becomes "electcore.enc." + base64url(topic), so the mapping is
+// deterministic and injective, and a topic never acts as a wildcard.
+func NATSSubject(topic string) string {
+	if natsPlain(topic) {
+		return topic
+	}
+	return natsEncodedPrefix + base64.RawURLEncoding.EncodeToString([]byte(topic))
+}
+
+func natsPlain(topic string) bool {
+	if topic == "" || strings.HasPrefix(topic, natsEncodedPrefix) ||
+		topic[0] == '.' || topic[len(topic)-1] == '.' || strings.Contains(topic, "..") {
+		return false
+	}
+	for i := 0; i < len(topic); i++ {
+		c := topic[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == ':' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *NATSTransport) onDisconnect(nc *nats.Conn, err error) {
+	t.mu.Lock()
+	closed := t.closed
+	subs := make([]*natsSub, 0, len(t.subs))
+	for s := range t.subs {
+		subs = append(subs, s)
+	}
+	t.mu.Unlock()
+	if closed {
+		return
+	}
+	t.c.disconnects.Add(1)
+	if err == nil {
+		err = errors.New("disconnected")
+	}
+	t.logger.Warn("NATS connection lost; reconnecting (messages in the gap are lost)", "url", t.url, "err", err)
+	if t.opts.OnGap != nil {
+		for _, s := range subs {
+			t.opts.OnGap(s.topic, t.url, fmt.Errorf("%w: %w", ErrConnectionFailed, err))
+		}
+	}
+}
+
+func (t *NATSTransport) onReconnect(nc *nats.Conn) {
+	t.mu.Lock()
+	n := len(t.subs)
+	t.mu.Unlock()
+	t.c.resubscribes.Add(uint64(n))
+	t.logger.Info("NATS reconnected; subscriptions restored", "url", nc.ConnectedUrlRedacted(), "subscriptions", n)
+}
+
+func (t *NATSTransport) onError(nc *nats.Conn, sub *nats.Subscription, err error) {
+	if errors.Is(err, nats.ErrSlowConsumer) {
+		t.c.dropped.Add(1)
+	}
+	subject := ""
+	if sub != nil {
+		subject = sub.Subject
+	}
+	t.logger.Warn("NATS async error", "subject", subject, "err", err)
+}
+
+func (t *NATSTransport) enter() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Add(1)
+	return true
+}
+
+// Publish sends payload on NATSSubject(topic) and waits until the server has
+// processed it (a PING/PONG round trip), within ctx's deadline or
+// PublishTimeout. While the connection is down it fails at once with an error
+// matching ErrConnectionFailed rather than buffering stale messages.
+func (t *NATSTransport) Publish(ctx context.Context, topic string, payload []byte) error {
+	err := t.publish(ctx, topic, payload)
+	if err != nil {
+		t.c.publishErrors.Add(1)
+		return err
+	}
+	t.c.published.Add(1)
+	return nil
+}
+
+func (t *NATSTransport) publish(ctx context.Context, topic string, payload []byte) error {
+	if !t.enter() {
+		return ErrClosed
+	}
+	defer t.wg.Done()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if topic == "" {
+		return fmt.Errorf("hostfuncs: empty topic: %w", ErrInvalidArgument)
+	}
+	if st := t.nc.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("nats publish: %w (%s, %s)", ErrConnectionFailed, st, t.url)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t.opts.PublishTimeout)
+		defer cancel()
+	}
+	if err := t.nc.Publish(NATSSubject(topic), payload); err != nil {
+		return fmt.Errorf("nats publish: %w (%w)", err, ErrConnectionFailed)
+	}
+	if err := t.nc.FlushWithContext(ctx); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("nats publish: no answer from the server in time: %w (%w)", ErrTimeout, err)
+		}
+		if errors.Is(err, context.Canceled) {
+			return err
+		}
+		return fmt.Errorf("nats publish: %w (%w)", err, ErrConnectionFailed)
+	}
+	return nil
+}
+
+type natsSub struct {
+	topic   string
+	deliver func(Message)
+	mu      sync.Mutex // held while delivering; stopped set under it
+	stopped bool
+}
+
+// Subscribe subscribes to NATSSubject(topic); the subscription is live on the
+// server when Subscribe returns (it flushes). deliver runs on the
+// subscription's own nats.go goroutine, one message at a time, and never
+// after ctx ends or Close returns.
+func (t *NATSTransport) Subscribe(ctx context.Context, topic string, deliver func(Message)) error {
+	if topic == "" {
+		return fmt.Errorf("hostfuncs: empty topic: %w", ErrInvalidArgument)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !t.enter() {
+		return ErrClosed
+	}
+	s := &natsSub{topic: topic, deliver: deliver}
+	sub, err := t.nc.Subscribe(NATSSubject(topic), func(m *nats.Msg) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.stopped {
+			return
+		}
+		t.c.received.Add(1)
+		s.deliver(Message{Topic: topic, Payload: m.Data})
+	})
+	if err != nil {
+		t.wg.Done()
+		return fmt.Errorf("nats subscribe %s: %w", topic, err)
+	}
+	sub.SetPendingLimits(t.opts.PendingLimit, -1)
+	// Make the interest known to the server now if connected; if not, nats.go
+	// sends it on reconnect.
+	if t.nc.IsConnected() {
+		fctx, cancel := context.WithTimeout(ctx, t.opts.PublishTimeout)
+		if err := t.nc.FlushWithContext(fctx); err != nil {
+			t.logger.Debug("NATS subscribe: flush failed; interest is sent on reconnect", "topic", topic, "err", err)
+		}
+		cancel()
+	}
+	t.mu.Lock()
+	t.subs[s] = struct{}{}
+	t.mu.Unlock()
+	go func() {
+		defer t.wg.Done()
+		select {
+		case <-ctx.Done():
+		case <-t.ctx.Done():
+		}
+		sub.Unsubscribe()
+		s.mu.Lock()
+		s.stopped = true
+		s.mu.Unlock()
+		t.mu.Lock()
+		delete(t.subs, s)
+		t.mu.Unlock()
+	}()
+	return nil
+}
+
+// Stats returns the transport's counters.
+func (t *NATSTransport) Stats() Stats { return t.c.snapshot() }
+
+// Conn exposes the underlying connection (for diagnostics).
+func (t *NATSTransport) Conn() *nats.Conn { return t.nc }
+
+// Close ends every subscription (no deliver call is running or will run
+// once it returns) and closes the connection. Idempotent.
+func (t *NATSTransport) Close() error {
+	t.mu.Lock()
+	already := t.closed
+	t.closed = true
+	t.mu.Unlock()
+	t.cancel()
+	t.wg.Wait()
+	if !already {
+		t.nc.Close()
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+package hostfuncs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/electcore/electcore/hostfuncs/natstest"
+)
+
+func newNATS(t *testing.T, url string) *NATSTransport {
+	t.Helper()
+	tr, err := NewNATSTransport(NATSOptions{URL: url, ReconnectWait: 20 * time.Millisecond, ReconnectJitter: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+func TestNATSSubjectMapping(t *testing.T) {
+	for topic, want := range map[string]string{
+		"election:g1":     "election:g1",
+		"a.b-c_d":         "a.b-c_d",
+		"*":               "electcore.enc.Kg",
+		"a b":             "electcore.enc.YSBi",
+		"a..b":            "electcore.enc.YS4uYg",
+		"$SYS.x":          "electcore.enc.JFNZUy54",
+		"electcore.enc.x": "electcore.enc.ZWxlY3Rjb3JlLmVuYy54",
+	} {
+		if got := NATSSubject(topic); got != want {
+			t.Errorf("NATSSubject(%q) = %q, want %q", topic, got, want)
+		}
+	}
+}
+
+func TestNATSPublishSubscribe(t *testing.T) {
+	url, _ := natstest.Start(t)
+	alice, bob := newNATS(t, url), newNATS(t, url)
+	ctx := context.Background()
+	ca, cb, cw := newCollector(), newCollector(), newCollector()
+	for _, s := range []struct {
+		tr    *NATSTransport
+		topic string
+		c     *collector
+	}{{alice, "election:g1", ca}, {bob, "election:g1", cb}, {bob, "weird topic *", cw}} {
+		if err := s.tr.Subscribe(ctx, s.topic, s.c.deliver); err != nil {
+			t.Fatal(err)
+		}
+	}
+	payload := `{"type":"election","candidate":"alice","priority":7,"term":1}`
+	if err := alice.Publish(ctx, "election:g1", []byte(payload)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*collector{ca, cb} { // alice hears herself (echo)
+		if m := c.next(t); m.Topic != "election:g1" || string(m.Payload) != payload {
+			t.Fatalf("got %+v", m)
+		}
+	}
+	if err := alice.Publish(ctx, "weird topic *", []byte("w")); err != nil {
+		t.Fatal(err)
+	}
+	if m := cw.next(t); m.Topic != "weird topic *" || string(m.Payload) != "w" {
+		t.Fatalf("got %+v", m)
+	}
+	ca.none(t)
+	if s := alice.Stats(); s.Published != 2 || s.Received != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+
+	// A cancelled subscription stops delivering.
+	sctx, cancel := context.WithCancel(ctx)
+	cc := newCollector()
+	if err := bob.Subscribe(sctx, "t2", cc.deliver); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	waitFor(t, "unsubscribe", func() bool { return bob.Conn().NumSubscriptions() == 2 })
+	alice.Publish(ctx, "t2", []byte("x"))
+	bob.Publish(ctx, "election:g1", []byte("sync")) // same-connection order: t2 would have come first
+	cb.next(t)
+	cc.none(t)
+
+	alice.Close()
+	if err := alice.Publish(ctx, "t", nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after close: %v", err)
+	}
+}
+
+func TestNATSSubscriptionSurvivesServerRestart(t *testing.T) {
+	url, stop := natstest.Start(t)
+	sub, pub := newNATS(t, url), newNATS(t, url)
+	ctx := context.Background()
+	c := newCollector()
+	if err := sub.Subscribe(ctx, "election:g", c.deliver); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Publish(ctx, "election:g", []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.next(t); string(m.Payload) != "before" {
+		t.Fatalf("got %q", m.Payload)
+	}
+
+	stop()
+	waitFor(t, "the disconnect", func() bool { return sub.Stats().Disconnects >= 1 && pub.Stats().Disconnects >= 1 })
+	if err := pub.Publish(ctx, "election:g", []byte("during")); !errors.Is(err, ErrConnectionFailed) {
+		t.Fatalf("publish while down: %v", err)
+	}
+	natstest.Restart(t, url)
+	waitFor(t, "the resubscribe", func() bool {
+		return sub.Stats().Resubscribes >= 1 && pub.Conn().IsConnected()
+	})
+	// The other connection's SUB may still be in flight: publish until heard.
+	for i := 0; ; i++ {
+		if err := pub.Publish(ctx, "election:g", fmt.Appendf(nil, "after-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-c.ch:
+			if !strings.HasPrefix(string(m.Payload), "after-") {
+				t.Fatalf("got %q", m.Payload)
+			}
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		if i > 200 {
+			t.Fatal("no message after the restart")
+		}
+	}
+}
+
+func TestNATSUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "nats://" + ln.Addr().String()
+	ln.Close()
+	start := time.Now()
+	_, err = NewNATSTransport(NATSOptions{URL: url, ConnectTimeout: time.Second})
+	if err == nil || !strings.Contains(err.Error(), "cannot reach NATS at "+url) || !errors.Is(err, ErrConnectionFailed) {
+		t.Fatalf("got %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("initial connect not bounded: %v", d)
+	}
+	_, err = NewNATSTransport(NATSOptions{URL: "nats://user:secret@" + ln.Addr().String()})
+	if err == nil || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("credentials must be redacted: %v", err)
+	}
+}
