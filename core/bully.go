@@ -48,28 +48,20 @@ func claimBeats(t1 uint64, p1 uint32, id1 string, t2 uint64, p2 uint32, id2 stri
 }
 
 func (g *group) stepBully(e *Engine, m *wireMsg) string {
+	if m.Type == typeVote || m.Type == typeAck {
+		return m.Type + " is not used in bully mode"
+	}
 	sender := g.heard(m.From, m.Priority, e.now)
 	if sender == nil {
 		return "sender " + m.From + " is not a member"
 	}
 	switch m.Type {
 	case typeElection:
-		if m.Candidate != m.From {
-			return "election for " + m.Candidate + " sent by " + m.From
-		}
 		g.onCandidacy(e, m, sender)
 	case typeLeader, typeHeartbeat:
-		if m.Leader != m.From {
-			return "heartbeat for " + m.Leader + " sent by " + m.From
-		}
 		g.onClaim(e, m, sender)
 	case typeResign:
-		if m.Leader != m.From {
-			return "resign for " + m.Leader + " sent by " + m.From
-		}
 		g.onResignBully(e, m)
-	default:
-		return m.Type + " is not used in bully mode"
 	}
 	return ""
 }

@@ -184,9 +184,6 @@ func (g *group) stepQuorum(e *Engine, m *wireMsg) string {
 
 func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
 	now := e.now
-	if m.Candidate != m.From {
-		return "election for " + m.Candidate + " sent by " + m.From
-	}
 	if m.Pre {
 		grant := m.Term > g.term && !g.inLease(now)
 		g.sendVote(e, m.Candidate, m.Term, true, grant)
@@ -197,7 +194,7 @@ func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
 	}
 	if m.Term < g.term {
 		g.sendVote(e, m.Candidate, g.term, false, false) // tell it our term
-		return "stale term"
+		return "" // answered, not refused: the reply carries our term (§5.1)
 	}
 	if m.Term > g.term {
 		if g.role == RoleLeader {
@@ -291,12 +288,9 @@ func (g *group) startHandoffCandidacy(e *Engine) {
 
 func (g *group) onHeartbeat(e *Engine, m *wireMsg) string {
 	now := e.now
-	if m.Leader != m.From {
-		return "heartbeat for " + m.Leader + " sent by " + m.From
-	}
 	if m.Term < g.term {
 		g.sendAck(e, m.Leader, g.term, m.Seq) // tell the stale leader our term
-		return "stale term"
+		return "" // answered, not refused: the reply carries our term (§5.1)
 	}
 	if g.role == RoleLeader && m.Term == g.term {
 		return "another leader claims my term" // impossible among honest members
@@ -396,9 +390,6 @@ func (g *group) resign(e *Engine, target string) string {
 
 func (g *group) onResign(e *Engine, m *wireMsg) string {
 	now := e.now
-	if m.Leader != m.From {
-		return "resign for " + m.Leader + " sent by " + m.From
-	}
 	if m.Term < g.term || m.Term == g.term && m.Leader != g.leader && m.To != g.cfg.ID {
 		return "" // a stale or unknown leader's resignation changes nothing
 	}

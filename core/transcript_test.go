@@ -9,7 +9,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 )
 
-// TestTranscripts replays the protocol scenarios in testdata/*.txt and
+// TestTranscripts replays the protocol scenarios in testdata/transcripts/*.txt and
 // compares what every node published and reported with the golden output.
 // Rewrite after an intended change with: go test ./core -run Transcripts -rewrite
 //
@@ -27,7 +27,7 @@ import (
 //	inject to=X            deliver the input (one raw payload per line) to X
 //	status [id=X]          role, term, vote, leader of X (default: every node)
 func TestTranscripts(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+	datadriven.Walk(t, "testdata/transcripts", func(t *testing.T, path string) {
 		var n *testNet
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			if d.Cmd != "cluster" && n == nil {

@@ -105,6 +105,19 @@ func decodeWire(payload []byte, m *wireMsg) error {
 	if err := checkName("from", m.From); err != nil {
 		return fmt.Errorf("malformed: %v", err)
 	}
+	// Only the candidate asks for votes for itself, and only a leader speaks
+	// for itself: a message on someone else's behalf is refused here, before
+	// it can count as contact from anyone.
+	switch m.Type {
+	case typeElection:
+		if m.Candidate != m.From {
+			return fmt.Errorf("election for %s sent by %s", m.Candidate, m.From)
+		}
+	case typeLeader, typeHeartbeat, typeResign:
+		if m.Leader != m.From {
+			return fmt.Errorf("%s for %s sent by %s", m.Type, m.Leader, m.From)
+		}
+	}
 	if m.Group != "" {
 		if err := checkName("group", m.Group); err != nil {
 			return fmt.Errorf("malformed: %v", err)
