@@ -1,0 +1,133 @@
+// Package metrics exposes an electhost agent's election metrics in the
+// Prometheus text format, on a registry of its own (never the global one).
+//
+// Counters that the agent already keeps (the core's elections and rejected
+// messages, the transport's messages, the host's wasm traps) are read from a
+// Snapshot function once per scrape; events only the CLI sees (leader
+// changes, failover durations) are recorded through methods.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Snapshot is the agent's state at scrape time. Counter fields must never
+// decrease for a given agent process.
+type Snapshot struct {
+	Elections   uint64 // campaigns this agent started
+	Term        uint64 // current term
+	IsLeader    bool   // this agent leads (holds a valid lease in quorum mode)
+	MessagesIn  uint64 // messages received from the bus
+	MessagesOut uint64 // messages published
+	Rejected    uint64 // messages refused (malformed, wrong group, stale term, ...) or unparseable on the transport
+	PublishErrs uint64 // publishes that failed
+	Traps       uint64 // wasm traps recovered (instance re-created)
+	CmdStarts   uint64 // leader-only command starts
+	CmdKills    uint64 // leader-only command stops that needed SIGKILL
+}
+
+// FailoverBuckets are the failover histogram's upper bounds, in seconds:
+// from a fast hand-off (tens of ms) to a slow bus (tens of seconds).
+var FailoverBuckets = []float64{0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 13, 21, 34, 60}
+
+// Metrics is one agent's metric set.
+type Metrics struct {
+	reg           *prometheus.Registry
+	leaderChanges prometheus.Counter
+	failover      prometheus.Histogram
+}
+
+// New registers the agent's metrics, labelled group and id, on a fresh
+// registry (with the Go runtime and process collectors). source is called
+// once per scrape; nil reports zeros.
+func New(group, id string, source func() Snapshot) *Metrics {
+	labels := prometheus.Labels{"group": group, "id": id}
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		reg: reg,
+		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "electcore", Name: "leader_changes_total",
+			Help:        "Times this agent saw the group's leader change (including to none).",
+			ConstLabels: labels,
+		}),
+		failover: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "electcore", Name: "failover_seconds",
+			Help:        "Time from the last message heard from a lost leader to a new leader being known.",
+			ConstLabels: labels,
+			Buckets:     FailoverBuckets,
+		}),
+	}
+	if source == nil {
+		source = func() Snapshot { return Snapshot{} }
+	}
+	reg.MustRegister(m.leaderChanges, m.failover, newSnapshotCollector(labels, source),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry returns the metrics' own registry.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// LeaderChanged counts one change of the known leader.
+func (m *Metrics) LeaderChanged() { m.leaderChanges.Inc() }
+
+// ObserveFailover records one failover's duration.
+func (m *Metrics) ObserveFailover(d time.Duration) { m.failover.Observe(d.Seconds()) }
+
+// Handler serves the registry in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, ErrorHandling: promhttp.ContinueOnError})
+}
+
+type snapshotMetric struct {
+	desc  *prometheus.Desc
+	vtype prometheus.ValueType
+	value func(Snapshot) float64
+}
+
+type snapshotCollector struct {
+	source  func() Snapshot
+	metrics []snapshotMetric
+}
+
+func newSnapshotCollector(labels prometheus.Labels, source func() Snapshot) *snapshotCollector {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("electcore_"+name, help, nil, labels)
+	}
+	b2f := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	return &snapshotCollector{source: source, metrics: []snapshotMetric{
+		{d("elections_total", "Elections (campaigns) this agent started."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.Elections) }},
+		{d("term", "The agent's current term (the leader's fencing token)."), prometheus.GaugeValue, func(s Snapshot) float64 { return float64(s.Term) }},
+		{d("is_leader", "1 while this agent leads the group, else 0."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.IsLeader) }},
+		{d("messages_received_total", "Messages received from the bus."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.MessagesIn) }},
+		{d("messages_published_total", "Messages published to the bus."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.MessagesOut) }},
+		{d("messages_rejected_total", "Messages refused: malformed, wrong group, stale term, unparseable."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.Rejected) }},
+		{d("publish_errors_total", "Publishes that failed."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.PublishErrs) }},
+		{d("wasm_traps_total", "WebAssembly traps recovered by re-instantiating the module."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.Traps) }},
+		{d("leader_command_starts_total", "Starts of the leader-only command."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.CmdStarts) }},
+		{d("leader_command_kills_total", "Stops of the leader-only command that needed SIGKILL."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.CmdKills) }},
+	}}
+}
+
+func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range c.metrics {
+		ch <- m.desc
+	}
+}
+
+func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.source()
+	for _, m := range c.metrics {
+		ch <- prometheus.MustNewConstMetric(m.desc, m.vtype, m.value(s))
+	}
+}
