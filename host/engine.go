@@ -1,0 +1,254 @@
+package host
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/electcore/electcore/core"
+)
+
+// EngineConfig configures Runtime.NewEngine.
+type EngineConfig struct {
+	// OnTrap is called (synchronously, inside Step) after a trap, once the
+	// instance has been replaced (err is the *TrapError).
+	OnTrap func(err error)
+	// Logger: nil means the runtime's.
+	Logger *slog.Logger
+}
+
+// Engine is a self-healing Instance: it has core.Engine's Step and Status,
+// hosts any number of groups, and when the module traps it closes the
+// instance, instantiates a new one and re-joins every group with the last
+// state the core asked to persist (the host persists every Output.Persist
+// before publishing, so that state is what the rest of the swarm may have
+// seen; nothing newer ever left the node). It is safe for concurrent use
+// (calls are serialised) and satisfies sim.Stepper.
+type Engine struct {
+	rt     *Runtime
+	cfg    EngineConfig
+	logger *slog.Logger
+
+	mu     sync.Mutex
+	inst   *Instance
+	specs  map[string]*core.GroupSpec // joined groups, State = last persisted
+	order  []string                   // join order, for a deterministic restore
+	now    int64
+	wall   int64
+	closed bool
+
+	traps atomic.Uint64
+	steps atomic.Uint64
+}
+
+// NewEngine instantiates the module and returns an engine with no groups.
+func (r *Runtime) NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
+	inst, err := r.NewInstance(ctx)
+	if err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = r.logger
+	}
+	return &Engine{rt: r, cfg: cfg, logger: logger, inst: inst, specs: map[string]*core.GroupSpec{}}, nil
+}
+
+// Step runs one batch, appending the output to out like core.Engine.Step.
+// If the module traps, the batch is lost (its inbound messages count as
+// lost on the network; its commands did not happen), the instance is
+// restored, out receives the restore's output (joined events and the next
+// WakeAt) and Step returns the *TrapError with Restored set: apply out and
+// carry on. Any other error means out is unchanged.
+func (e *Engine) Step(in *core.Input, out *core.Output) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	e.now, e.wall = max(e.now, in.Now), in.Wall
+	if e.inst == nil {
+		if err := e.restoreLocked(out); err != nil {
+			return err
+		}
+	}
+	n := len(out.Events)
+	np := len(out.Persist)
+	err := e.inst.Step(in, out)
+	if err == nil {
+		e.steps.Add(1)
+		e.track(in, out.Persist[np:], out.Events[n:])
+		return nil
+	}
+	if !isTrap(err) {
+		return err
+	}
+	return e.recoverLocked(err, out)
+}
+
+// recoverLocked replaces the trapped instance and reports the trap.
+func (e *Engine) recoverLocked(err error, out *core.Output) error {
+	e.traps.Add(1)
+	t, _ := asTrap(err)
+	_ = e.inst.Close(context.Background())
+	e.inst = nil
+	rerr := e.restoreLocked(out)
+	if rerr == nil {
+		t.Restored = true
+	}
+	e.logger.Error("electcore module trapped; instance replaced",
+		"op", t.Op, "err", t.Err, "restored", t.Restored, "groups", len(e.order), "stderr", t.Stderr, "restore_err", rerr)
+	if e.cfg.OnTrap != nil {
+		e.cfg.OnTrap(t)
+	}
+	return t
+}
+
+// restoreLocked instantiates a fresh module and re-joins every group with its
+// last persisted state, in one batch at the last time seen.
+func (e *Engine) restoreLocked(out *core.Output) error {
+	inst, err := e.rt.NewInstance(context.Background())
+	if err != nil {
+		return err
+	}
+	e.inst = inst
+	if len(e.order) == 0 {
+		return nil
+	}
+	in := core.Input{Now: e.now, Wall: e.wall}
+	for _, g := range e.order {
+		in.Join = append(in.Join, *e.specs[g])
+	}
+	n := len(out.Events)
+	if err := inst.Step(&in, out); err != nil {
+		_ = inst.Close(context.Background())
+		e.inst = nil
+		return err
+	}
+	// A group the core now refuses (it cannot be: it was accepted before)
+	// is dropped from the restore list so the others keep working.
+	for _, ev := range out.Events[n:] {
+		if ev.Kind == core.EventRejected && e.specs[ev.Group] != nil {
+			e.logger.Error("group refused on restore", "group", ev.Group, "reason", ev.Reason)
+			e.forget(ev.Group)
+		}
+	}
+	return nil
+}
+
+// track records joins, leaves and persisted states from a successful step.
+func (e *Engine) track(in *core.Input, persist []core.GroupState, events []core.Event) {
+	for _, ev := range events {
+		if ev.Kind != core.EventJoined {
+			continue
+		}
+		for k := range in.Join {
+			if in.Join[k].Config.Group == ev.Group {
+				spec := in.Join[k]
+				spec.Config.Members = slices.Clone(spec.Config.Members)
+				if spec.State.Group == "" {
+					spec.State.Group = ev.Group
+				}
+				if e.specs[ev.Group] == nil {
+					e.order = append(e.order, ev.Group)
+				}
+				e.specs[ev.Group] = &spec
+				break
+			}
+		}
+	}
+	for _, p := range persist {
+		if s := e.specs[p.Group]; s != nil {
+			s.State = p
+		}
+	}
+	for _, ev := range events {
+		if ev.Kind == core.EventLeft {
+			e.forget(ev.Group)
+		}
+	}
+}
+
+func (e *Engine) forget(group string) {
+	delete(e.specs, group)
+	e.order = slices.DeleteFunc(e.order, func(g string) bool { return g == group })
+}
+
+// Status returns a snapshot of group (ok false if not joined).
+func (e *Engine) Status(group string) (core.Status, bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return core.Status{}, false, ErrClosed
+	}
+	if e.inst == nil {
+		var out core.Output
+		if err := e.restoreLocked(&out); err != nil {
+			return core.Status{}, false, err
+		}
+	}
+	st, ok, err := e.inst.Status(group)
+	if isTrap(err) {
+		var out core.Output
+		_ = e.recoverLocked(err, &out)
+		return core.Status{}, false, err
+	}
+	return st, ok, err
+}
+
+// Groups lists the joined groups in join order.
+func (e *Engine) Groups() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.order)
+}
+
+// PersistedState returns the last state the core asked to persist for group.
+func (e *Engine) PersistedState(group string) (core.GroupState, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s := e.specs[group]; s != nil {
+		return s.State, true
+	}
+	return core.GroupState{}, false
+}
+
+// Traps counts the traps recovered from; Steps the successful steps.
+func (e *Engine) Traps() uint64 { return e.traps.Load() }
+func (e *Engine) Steps() uint64 { return e.steps.Load() }
+
+// MemoryBytes is the current instance's linear memory size.
+func (e *Engine) MemoryBytes() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.inst == nil {
+		return 0
+	}
+	return e.inst.MemoryBytes()
+}
+
+// Close closes the instance.
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	if e.inst != nil {
+		return e.inst.Close(ctx)
+	}
+	return nil
+}
+
+// injectTrap makes the next call into the module exceed its deadline (a real
+// trap: wazero aborts the call and closes the module). For tests.
+func (e *Engine) injectTrap() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.inst != nil {
+		e.inst.cancel(ErrDeadline)
+	}
+}

@@ -1,0 +1,100 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// The module under test: $ELECTCORE_WASM if set, else built once per test
+// process into a temporary directory (so `go test ./...` works without a
+// prebuilt module; `make test` may prebuild it and set ELECTCORE_WASM).
+var (
+	testWasm string
+	tmpDir   string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	tmpDir, err = os.MkdirTemp("", "electcore-host-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmpDir)
+	if p := os.Getenv(EnvWasm); p != "" {
+		testWasm = p
+	} else {
+		testWasm = filepath.Join(tmpDir, "electcore.wasm")
+		if err := buildWasm(testWasm); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// buildWasm builds the module (with extra build flags) into out.
+func buildWasm(out string, flags ...string) error {
+	args := append([]string{"build", "-buildmode=c-shared", "-ldflags=-s -w"}, flags...)
+	args = append(args, "-o", out, "./wasm")
+	cmd := exec.Command("go", args...)
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the wasm module: %v\n%s", err, b)
+	}
+	return nil
+}
+
+var (
+	hdOnce sync.Once
+	hdPath string
+	hdErr  error
+)
+
+// hostDrivenWasm builds the host-driven variant once.
+func hostDrivenWasm(t testing.TB) string {
+	hdOnce.Do(func() {
+		hdPath = filepath.Join(tmpDir, "electcore-hd.wasm")
+		hdErr = buildWasm(hdPath, "-tags=electcore_hostdriven")
+	})
+	if hdErr != nil {
+		t.Fatal(hdErr)
+	}
+	return hdPath
+}
+
+var (
+	rtOnce sync.Once
+	rt     *Runtime
+	rtErr  error
+)
+
+// testRuntime is the process's shared runtime (compiled once).
+func testRuntime(t testing.TB) *Runtime {
+	rtOnce.Do(func() {
+		rt, rtErr = NewRuntime(context.Background(), RuntimeConfig{WasmPath: testWasm, CacheDir: testCacheDir()})
+	})
+	if rtErr != nil {
+		t.Fatal(rtErr)
+	}
+	return rt
+}
+
+// testCacheDir: $ELECTCORE_TEST_CACHE, else the default user cache (so a
+// second test run loads compiled code instead of compiling).
+func testCacheDir() string {
+	if d := os.Getenv("ELECTCORE_TEST_CACHE"); d != "" {
+		return d
+	}
+	return ""
+}

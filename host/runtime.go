@@ -1,0 +1,282 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// Defaults of RuntimeConfig.
+const (
+	// DefaultMemoryLimitPages bounds an instance's linear memory: 1024 pages
+	// of 64 KiB = 64 MiB. A fresh instance uses ~40 pages; 10,000 groups fit in
+	// ~300 (see BENCHMARKS.md).
+	DefaultMemoryLimitPages = 1024
+	// DefaultCallTimeout is the deadline of one call into the module. A step
+	// takes microseconds; the deadline only catches a runaway module.
+	DefaultCallTimeout = time.Second
+	// EnvWasm names the environment variable that locates electcore.wasm.
+	EnvWasm = "ELECTCORE_WASM"
+	// DefaultWasmPath is used when neither RuntimeConfig.WasmPath nor
+	// $ELECTCORE_WASM is set.
+	DefaultWasmPath = "electcore.wasm"
+	// NoDiskCache as RuntimeConfig.CacheDir keeps compiled code in memory only.
+	NoDiskCache = "-"
+)
+
+// RuntimeConfig configures NewRuntime. The zero value works if electcore.wasm
+// is in the current directory or $ELECTCORE_WASM names it.
+type RuntimeConfig struct {
+	// WasmPath locates the module. "" means $ELECTCORE_WASM, else
+	// ./electcore.wasm. The module is built by `make wasm` (see wasm/ABI.md).
+	WasmPath string
+	// Wasm, if set, is the module itself and WasmPath is ignored.
+	Wasm []byte
+	// CacheDir holds wazero's compilation cache. "" means
+	// os.UserCacheDir()/electcore/wazero; NoDiskCache ("-") keeps it in
+	// memory. Within one process the cache (and so the compiled code) is
+	// shared by every Runtime with the same CacheDir.
+	CacheDir string
+	// MemoryLimitPages bounds each instance's linear memory in 64 KiB pages
+	// (0: DefaultMemoryLimitPages). The memory is reserved up front
+	// (WithMemoryCapacityFromMax) but only touched pages cost RAM.
+	MemoryLimitPages uint32
+	// CallTimeout is the deadline of every call into the module (0:
+	// DefaultCallTimeout). A call that overruns it is aborted and its
+	// instance closed, like a trap.
+	CallTimeout time.Duration
+	// Logger receives the runtime's and its instances' logs (nil:
+	// slog.Default()).
+	Logger *slog.Logger
+}
+
+// Runtime is a compiled electcore module, ready to instantiate. Create one per
+// process (NewRuntime), then any number of instances, engines or agents. It
+// is safe for concurrent use.
+type Runtime struct {
+	cfg      RuntimeConfig
+	path     string
+	logger   *slog.Logger
+	wr       wazero.Runtime
+	compiled wazero.CompiledModule
+	hd       bool // the module imports the "electcore" host functions
+	closeMu  sync.Mutex
+	closed   bool
+}
+
+// process-wide compilation caches, by directory: compile once per process.
+var (
+	cachesMu sync.Mutex
+	caches   = map[string]wazero.CompilationCache{}
+)
+
+func compilationCache(dir string) (wazero.CompilationCache, error) {
+	cachesMu.Lock()
+	defer cachesMu.Unlock()
+	if c, ok := caches[dir]; ok {
+		return c, nil
+	}
+	var c wazero.CompilationCache
+	if dir == NoDiskCache {
+		c = wazero.NewCompilationCache()
+	} else {
+		var err error
+		if c, err = wazero.NewCompilationCacheWithDir(dir); err != nil {
+			return nil, fmt.Errorf("host: compilation cache %s: %w", dir, err)
+		}
+	}
+	caches[dir] = c
+	return c, nil
+}
+
+// DefaultCacheDir returns os.UserCacheDir()/electcore/wazero (or a directory
+// under os.TempDir if there is no user cache directory).
+func DefaultCacheDir() string {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "electcore", "wazero")
+}
+
+// ResolveWasmPath returns the module path NewRuntime would load for path:
+// path itself if set, else $ELECTCORE_WASM, else ./electcore.wasm.
+func ResolveWasmPath(path string) string {
+	if path != "" {
+		return path
+	}
+	if p := os.Getenv(EnvWasm); p != "" {
+		return p
+	}
+	return DefaultWasmPath
+}
+
+// ErrNoModule reports that the module file does not exist.
+var ErrNoModule = errors.New("electcore.wasm not found")
+
+// LoadModule reads the module at path (resolved by ResolveWasmPath), with an
+// actionable error if it is missing.
+func LoadModule(path string) ([]byte, error) {
+	p := ResolveWasmPath(path)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("host: %w at %s: build it with `make wasm` (or: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -ldflags=\"-s -w\" -o electcore.wasm ./wasm), or point $%s at it", ErrNoModule, p, EnvWasm)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("host: reading module: %w", err)
+	}
+	return b, nil
+}
+
+// NewRuntime loads and compiles the module (from the compilation cache when it
+// can) and prepares the only host modules it may import: WASI (for the Go
+// runtime's clock and random, with fake deterministic sources and no files,
+// network, arguments or environment), inert stubs for Extism's kernel
+// imports (the raw ABI never uses them), and the "electcore" functions of the
+// host-driven build.
+func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MemoryLimitPages == 0 {
+		cfg.MemoryLimitPages = DefaultMemoryLimitPages
+	}
+	if cfg.MemoryLimitPages > 65536 {
+		return nil, fmt.Errorf("host: MemoryLimitPages %d: at most 65536 (4 GiB)", cfg.MemoryLimitPages)
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = DefaultCacheDir()
+	}
+	r := &Runtime{cfg: cfg, logger: cfg.Logger}
+	wasmBytes := cfg.Wasm
+	if wasmBytes == nil {
+		r.path = ResolveWasmPath(cfg.WasmPath)
+		var err error
+		if wasmBytes, err = LoadModule(r.path); err != nil {
+			return nil, err
+		}
+	}
+	cache, err := compilationCache(cfg.CacheDir)
+	if err != nil {
+		return nil, err
+	}
+	rc := wazero.NewRuntimeConfig().
+		WithCompilationCache(cache).
+		WithMemoryLimitPages(cfg.MemoryLimitPages).
+		WithMemoryCapacityFromMax(true).
+		WithCloseOnContextDone(true)
+	r.wr = wazero.NewRuntimeWithConfig(ctx, rc)
+	fail := func(err error) (*Runtime, error) {
+		r.wr.Close(ctx)
+		return nil, err
+	}
+	if r.compiled, err = r.wr.CompileModule(ctx, wasmBytes); err != nil {
+		return fail(fmt.Errorf("host: compiling %s: %w", r.describe(), err))
+	}
+	if err := r.checkExports(); err != nil {
+		return fail(err)
+	}
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.wr); err != nil {
+		return fail(fmt.Errorf("host: wasi: %w", err))
+	}
+	if err := r.defineImports(ctx); err != nil {
+		return fail(err)
+	}
+	return r, nil
+}
+
+func (r *Runtime) describe() string {
+	if r.path != "" {
+		return r.path
+	}
+	return "module"
+}
+
+// Path is the module file loaded ("" if given as bytes).
+func (r *Runtime) Path() string { return r.path }
+
+// Config returns the runtime's configuration with defaults filled in.
+func (r *Runtime) Config() RuntimeConfig { return r.cfg }
+
+// HostDriven reports whether the module is the host-driven build (it imports
+// the "electcore" functions and exports hd_*).
+func (r *Runtime) HostDriven() bool { return r.hd }
+
+var rawExports = []string{"ec_input", "ec_step", "ec_join", "ec_status", "ec_error", "ec_reset", "ec_abi_version", "_initialize"}
+
+func (r *Runtime) checkExports() error {
+	ex := r.compiled.ExportedFunctions()
+	for _, name := range rawExports {
+		if _, ok := ex[name]; !ok {
+			return fmt.Errorf("host: %s is not an electcore module: export %q missing (rebuild with `make wasm`)", r.describe(), name)
+		}
+	}
+	return nil
+}
+
+// defineImports provides every non-WASI import: stubs for the Extism kernel
+// (extism:host/env, used only by the Extism exports, which this host never
+// calls) and the host-driven "electcore" functions, which route to the
+// HostFuncs of the calling instance.
+func (r *Runtime) defineImports(ctx context.Context) error {
+	builders := map[string]wazero.HostModuleBuilder{}
+	for _, def := range r.compiled.ImportedFunctions() {
+		mod, name, _ := def.Import()
+		if mod == wasi_snapshot_preview1.ModuleName {
+			continue
+		}
+		b, ok := builders[mod]
+		if !ok {
+			b = r.wr.NewHostModuleBuilder(mod)
+			builders[mod] = b
+		}
+		fn := r.importFunc(mod, name)
+		if fn == nil {
+			return fmt.Errorf("host: module imports %s.%s, which this host does not provide", mod, name)
+		}
+		b.NewFunctionBuilder().WithGoModuleFunction(fn, def.ParamTypes(), def.ResultTypes()).Export(name)
+	}
+	for mod, b := range builders {
+		if _, err := b.Instantiate(ctx); err != nil {
+			return fmt.Errorf("host: providing imports of %q: %w", mod, err)
+		}
+	}
+	return nil
+}
+
+func (r *Runtime) importFunc(mod, name string) api.GoModuleFunction {
+	switch mod {
+	case "extism:host/env":
+		return api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
+			panic(fmt.Sprintf("electcore host: Extism kernel function %s called through the raw ABI", name))
+		})
+	case "electcore":
+		r.hd = true
+		return hostDrivenImport(name)
+	}
+	return nil
+}
+
+// Close releases the runtime and every instance it created.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.closeMu.Lock()
+	defer r.closeMu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	return r.wr.Close(ctx)
+}

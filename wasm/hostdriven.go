@@ -1,0 +1,211 @@
+//go:build electcore_hostdriven
+
+package main
+
+// Host-driven mode, for skill runners that only supply functions: each hd_*
+// call reads the clock through the imported now(), steps the engine, and
+// applies the Output through the imported persist(), publish() and event(),
+// in the core's order (persist before publish). Built only with
+// -tags electcore_hostdriven, because a module that imports "electcore"
+// functions no longer loads unchanged in an Extism SDK (see ABI.md).
+
+import (
+	"encoding/json"
+	"runtime"
+	"unsafe"
+
+	"github.com/electcore/electcore/core"
+)
+
+//go:wasmimport electcore now
+func hostNow() int64
+
+//go:wasmimport electcore publish
+func hostPublish(topicPtr, topicLen, payloadPtr, payloadLen uint32) int32
+
+//go:wasmimport electcore persist
+func hostPersist(groupPtr, groupLen, statePtr, stateLen uint32) int32
+
+//go:wasmimport electcore event
+func hostEvent(ptr, n uint32)
+
+//go:wasmimport electcore log
+func hostLog(level int32, ptr, n uint32)
+
+const (
+	errPersist = 7 // the host's persist() failed: nothing of the batch was published
+	noTimer    = 1 << 31
+)
+
+func addr(b []byte) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
+func saddr(s string) uint32 {
+	return uint32(uintptr(unsafe.Pointer(unsafe.StringData(s))))
+}
+
+var stateBuf, eventBuf []byte
+
+// hdEvent is the JSON shape handed to the imported event().
+type hdEvent struct {
+	Kind       string `json:"kind"`
+	Group      string `json:"group"`
+	Term       uint64 `json:"term"`
+	Leader     string `json:"leader,omitempty"`
+	LeaseUntil int64  `json:"lease_until,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// hdRun steps the engine with in (Now read from the host) and applies the
+// output through the imports. It returns the delay (ms) until hd_tick is due,
+// noTimer if no group has a timer, or a negative error code.
+func hdRun(fill func() error) int64 {
+	var delay int64
+	err := guard(func() error {
+		in = core.Input{Join: in.Join[:0], Inbound: in.Inbound[:0], Commands: in.Commands[:0]}
+		if err := fill(); err != nil {
+			return err
+		}
+		in.Now = hostNow()
+		out.Reset()
+		engine.Step(&in, &out)
+		for _, p := range out.Persist {
+			var err error
+			stateBuf, err = p.MarshalMsg(stateBuf[:0])
+			if err != nil {
+				return fail(errEncode, "encode state: %v", err)
+			}
+			if rc := hostPersist(saddr(p.Group), uint32(len(p.Group)), addr(stateBuf), uint32(len(stateBuf))); rc != 0 {
+				return fail(errPersist, "persist %q failed (%d): the batch's publishes were not sent", p.Group, rc)
+			}
+			runtime.KeepAlive(p.Group)
+		}
+		for _, m := range out.Publishes {
+			if rc := hostPublish(saddr(m.Topic), uint32(len(m.Topic)), addr(m.Payload), uint32(len(m.Payload))); rc != 0 {
+				hdLog(2, "publish on "+m.Topic+" failed")
+			}
+			runtime.KeepAlive(m)
+		}
+		for _, ev := range out.Events {
+			var err error
+			eventBuf, err = json.Marshal(hdEvent{Kind: ev.Kind.String(), Group: ev.Group, Term: ev.Term,
+				Leader: ev.Leader, LeaseUntil: ev.LeaseUntil, Reason: ev.Reason})
+			if err != nil {
+				return fail(errEncode, "encode event: %v", err)
+			}
+			hostEvent(addr(eventBuf), uint32(len(eventBuf)))
+		}
+		delay = noTimer
+		if out.WakeAt > 0 {
+			delay = max(0, out.WakeAt-in.Now)
+		}
+		return nil
+	})
+	if err != nil {
+		hdLog(3, err.Error())
+		return setError(err)
+	}
+	return delay
+}
+
+func hdLog(level int32, msg string) {
+	hostLog(level, saddr(msg), uint32(len(msg)))
+	runtime.KeepAlive(msg)
+}
+
+// split returns the input buffer's first a bytes and the b bytes after them.
+func split(a, b uint32) ([]byte, []byte, error) {
+	if uint64(a)+uint64(b) > uint64(len(inBuf)) {
+		return nil, nil, fail(errTooLarge, "input buffer holds %d bytes, %d+%d requested (call ec_input first)", len(inBuf), a, b)
+	}
+	return inBuf[:a], inBuf[a : a+b], nil
+}
+
+// hd_join joins a group: the input buffer holds a msgp core.Config (config_len
+// bytes) followed by the state bytes last handed to persist() for this group
+// (state_len bytes; 0 for a first start).
+//
+//go:wasmexport hd_join
+func hdJoin(configLen, stateLen uint32) int64 {
+	return hdRun(func() error {
+		cb, sb, err := split(configLen, stateLen)
+		if err != nil {
+			return err
+		}
+		var spec core.GroupSpec
+		if _, err := spec.Config.UnmarshalMsg(cb); err != nil {
+			return fail(errDecode, "hd_join: decode config: %v", err)
+		}
+		if len(sb) > 0 {
+			if _, err := spec.State.UnmarshalMsg(sb); err != nil {
+				return fail(errDecode, "hd_join: decode state: %v", err)
+			}
+		}
+		if err := spec.Config.Validate(); err != nil {
+			return fail(errRejected, "hd_join: %v", err)
+		}
+		if _, ok := engine.Status(spec.Config.Group); ok {
+			return fail(errRejected, "hd_join: group %q already joined", spec.Config.Group)
+		}
+		in.Join = append(in.Join, spec)
+		return nil
+	})
+}
+
+// hd_deliver hands one received message to the core: the input buffer holds
+// the topic (topic_len bytes) followed by the payload (payload_len bytes).
+//
+//go:wasmexport hd_deliver
+func hdDeliver(topicLen, payloadLen uint32) int64 {
+	return hdRun(func() error {
+		tb, pb, err := split(topicLen, payloadLen)
+		if err != nil {
+			return err
+		}
+		in.Inbound = append(in.Inbound, core.Message{Topic: string(tb), Payload: append([]byte(nil), pb...)})
+		return nil
+	})
+}
+
+// hd_command applies a command (kind: 1 campaign, 2 resign, 3 transfer,
+// 4 leave): the input buffer holds the group name (group_len bytes) followed
+// by the transfer target (target_len bytes, 0 unless kind is 3).
+//
+//go:wasmexport hd_command
+func hdCommand(kind, groupLen, targetLen uint32) int64 {
+	return hdRun(func() error {
+		gb, tb, err := split(groupLen, targetLen)
+		if err != nil {
+			return err
+		}
+		in.Commands = append(in.Commands, core.Command{Kind: core.CommandKind(kind), Group: string(gb), Target: string(tb)})
+		return nil
+	})
+}
+
+// hd_tick runs the timers that are due. Call it when the delay returned by
+// the last hd_* call has elapsed.
+//
+//go:wasmexport hd_tick
+func hdTick() int64 { return hdRun(func() error { return nil }) }
+
+// hd_status returns ptr<<32|len of the JSON status of the group whose name
+// (n bytes) is in the input buffer, or -3 if it is not joined.
+//
+//go:wasmexport hd_status
+func hdStatus(n uint32) int64 {
+	err := guard(func() error {
+		b, _, err := split(n, 0)
+		if err != nil {
+			return err
+		}
+		st, ok := engine.Status(string(b))
+		if !ok {
+			return fail(errNotFound, "group %q not joined", b)
+		}
+		outBuf, err = json.Marshal(st)
+		return err
+	})
+	if err != nil {
+		return setError(err)
+	}
+	return pack(outBuf)
+}

@@ -1,0 +1,158 @@
+// Command wasm is electcore's WebAssembly module: the pure core (package
+// core) behind three faces, built into one reactor module:
+//
+//		GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -ldflags="-s -w" -o electcore.wasm ./wasm
+//
+//	  - Extism plugin functions (go-pdk): join, step, status, groups, reset.
+//	  - A lean raw ABI for fast hosts (the Go host in package host uses it):
+//	    ec_input, ec_step, ec_status, ec_error, ec_reset.
+//	  - A host-driven mode (hd_*) for skill runners that only supply functions:
+//	    built with -tags electcore_hostdriven (see ABI.md for why it is a
+//	    separate build of the same package).
+//
+// Every export recovers panics and reports an error code; a trap (an
+// unrecovered fault, out of memory, a host deadline) poisons the instance and
+// the host must replace it. One module instance hosts one core.Engine with any
+// number of groups. The ABI is documented in ABI.md next to this file.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/electcore/electcore/core"
+)
+
+func main() {}
+
+// The one engine of this instance and its scratch buffers. Nothing here is
+// touched concurrently: an instance is never called concurrently, and
+// goroutines run only during a call.
+var (
+	engine = core.NewEngine()
+	in     core.Input
+	out    core.Output
+
+	inBuf  []byte // module-owned input buffer (raw ABI), grown by ec_input
+	outBuf []byte // the last output, valid until the next call
+	errBuf []byte // the last error message
+)
+
+// Error codes returned by the raw exports (as negative results) and logged by
+// the Extism exports.
+const (
+	errNone     = 0
+	errTooLarge = 1 // input larger than core.MaxBatchBytes
+	errDecode   = 2 // input is not valid msgp for the expected type
+	errNotFound = 3 // status: group not joined
+	errPanic    = 4 // a panic was recovered; the instance state may be suspect
+	errRejected = 5 // join: the core rejected the group
+	errEncode   = 6 // output could not be encoded
+)
+
+type codedError struct {
+	code int
+	msg  string
+}
+
+func (e *codedError) Error() string { return e.msg }
+
+func fail(code int, format string, args ...any) error {
+	return &codedError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+func codeOf(err error) int {
+	var ce *codedError
+	if errors.As(err, &ce) {
+		return ce.code
+	}
+	return errPanic
+}
+
+// guard runs f, turning a panic into an errPanic error with its stack.
+func guard(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fail(errPanic, "electcore wasm: panic: %v", r)
+		}
+	}()
+	return f()
+}
+
+// setError records err for ec_error and returns its negative code.
+func setError(err error) int64 {
+	errBuf = append(errBuf[:0], err.Error()...)
+	return -int64(codeOf(err))
+}
+
+// pack returns ptr<<32|len of b (b must stay alive: it is a package buffer).
+func pack(b []byte) int64 {
+	if len(b) == 0 {
+		return 0
+	}
+	return int64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))<<32 | int64(len(b))
+}
+
+// stepBytes decodes one msgp Input, steps the engine and encodes the Output
+// into outBuf.
+func stepBytes(b []byte) error {
+	if len(b) > core.MaxBatchBytes {
+		return fail(errTooLarge, "input batch of %d bytes exceeds %d", len(b), core.MaxBatchBytes)
+	}
+	in = core.Input{Join: in.Join[:0], Inbound: in.Inbound[:0], Commands: in.Commands[:0]}
+	if _, err := in.UnmarshalMsg(b); err != nil {
+		return fail(errDecode, "decode input: %v", err)
+	}
+	out.Reset()
+	engine.Step(&in, &out)
+	return encodeOut()
+}
+
+func encodeOut() error {
+	var err error
+	outBuf, err = out.MarshalMsg(outBuf[:0])
+	if err != nil {
+		return fail(errEncode, "encode output: %v", err)
+	}
+	return nil
+}
+
+// statusBytes encodes the status of group into outBuf.
+func statusBytes(group string) error {
+	st, ok := engine.Status(group)
+	if !ok {
+		return fail(errNotFound, "group %q not joined", group)
+	}
+	var err error
+	outBuf, err = st.MarshalMsg(outBuf[:0])
+	if err != nil {
+		return fail(errEncode, "encode status: %v", err)
+	}
+	return nil
+}
+
+// joinBytes applies a msgp Input that carries exactly one GroupSpec (and a
+// time), failing if the core rejects it (in which case nothing changed).
+func joinBytes(b []byte) error {
+	if len(b) > core.MaxBatchBytes {
+		return fail(errTooLarge, "input of %d bytes exceeds %d", len(b), core.MaxBatchBytes)
+	}
+	var j core.Input
+	if _, err := j.UnmarshalMsg(b); err != nil {
+		return fail(errDecode, "decode join input: %v", err)
+	}
+	if len(j.Join) != 1 || len(j.Inbound) != 0 || len(j.Commands) != 0 {
+		return fail(errDecode, "join: want exactly one GroupSpec and no inbound or commands (use step for batches)")
+	}
+	out.Reset()
+	if err := engine.Join(j.Join[0], j.Now, &out); err != nil {
+		return fail(errRejected, "%v", err)
+	}
+	return encodeOut()
+}
+
+func resetEngine() {
+	engine = core.NewEngine()
+	in, out = core.Input{}, core.Output{}
+}
