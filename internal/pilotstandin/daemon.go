@@ -524,7 +524,17 @@ func (d *Daemon) subscribe(c net.Conn, req request, gone <-chan struct{}) {
 			d.logger.Debug("pilotstandin: idle subscription dropped", "host", h.name, "topic", req.Topic)
 			return
 		case <-s.done:
-			return
+			// Broker stopped cleanly: what it had already sent still arrives, then EOF.
+			for {
+				select {
+				case l := <-s.ch:
+					if writeJSON(c, l) != nil {
+						return
+					}
+				default:
+					return
+				}
+			}
 		case <-gone:
 			return
 		case <-d.quit:

@@ -1,0 +1,41 @@
+// Package hostfuncs is what an electcore host supplies to the pure election
+// core: a clock, publish/subscribe transports, durable state and logging.
+// The core never calls out; the host (package host) moves bytes between
+// these and the core.
+//
+// Where to start:
+//
+//   - transport.go: the Transport interface every bus implements, Message,
+//     Stats, and the typed errors (ErrClosed, ErrConnectionFailed,
+//     ErrNotFound, ErrTimeout, ErrInvalidArgument, ErrNotRunning, *PilotError).
+//   - mem.go: NewMemBus, an in-process bus with fault injection (loss,
+//     duplication, delay/reordering, one-way or two-way partitions, seeded
+//     decisions). Use it for demos (--transport mem) and tests.
+//   - nats.go: NewNATSTransport over core NATS. Topic "election:<group>" is
+//     used as the subject as is (':' is legal in NATS subjects); other topics
+//     are mapped by NATSSubject. Package natstest starts a real embedded
+//     nats-server for tests.
+//   - pilot.go: NewPilotTransport over the pilotctl CLI, following the
+//     measured contract in /work/shared/pilotctl.md: long-lived NDJSON
+//     subscribe processes restarted with back-off, one publish process per
+//     message with a deadline, stderr error JSON mapped to *PilotError.
+//     Tests run it against internal/pilotstandin, a faithful stand-in.
+//   - state.go: StateStore, atomic and checksummed per-name blobs in one
+//     directory; Load distinguishes ErrNotFound (never saved: fresh start is
+//     safe) from ErrMissing (it existed and vanished: do not start fresh) and
+//     ErrCorrupt.
+//   - clock.go: Clock (monotonic milliseconds), RealClock, ManualClock.
+//
+// Conventions shared by all transports:
+//
+//   - A node receives its own publishes (as real buses do: NATS echo, pilot
+//     fan-out to every subscriber of the broker, mem loopback).
+//   - deliver callbacks run on the transport's goroutines, one at a time per
+//     subscription, and must return promptly; they must not call Close.
+//     After Close returns, no deliver call is running or will start.
+//   - Delivery is at most once per bus hop: nothing is stored or retried
+//     (pilot and core NATS keep no history), so a subscriber misses what is
+//     published while it is reconnecting. Stats.Resubscribes and the OnGap
+//     options report such gaps; the election protocol tolerates them.
+//   - Options take a *slog.Logger; nil means slog.Default().
+package hostfuncs
