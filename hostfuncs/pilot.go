@@ -39,7 +39,8 @@ type PilotOptions struct {
 	// once (process start-up costs 55-85 ms of CPU). Default 8.
 	MaxConcurrentPublishes int
 	// BackoffMin/BackoffMax bound the jittered exponential back-off between
-	// restarts of a subscribe process. Defaults 200 ms and 10 s.
+	// restarts of a subscribe process. Defaults 200 ms and 2 s (a follower
+	// must be back soon after a broker restart; each try costs a process).
 	BackoffMin, BackoffMax time.Duration
 	// StableAfter: a subscribe process that ran at least this long resets the
 	// back-off to BackoffMin (the ~120 s idle drop restarts at once). Default 5 s.
@@ -115,7 +116,7 @@ func NewPilotTransport(opts PilotOptions) (*PilotTransport, error) {
 		opts.BackoffMin = 200 * time.Millisecond
 	}
 	if opts.BackoffMax < opts.BackoffMin {
-		opts.BackoffMax = max(10*time.Second, opts.BackoffMin)
+		opts.BackoffMax = max(2*time.Second, opts.BackoffMin)
 	}
 	if opts.StableAfter <= 0 {
 		opts.StableAfter = 5 * time.Second
@@ -343,6 +344,8 @@ func (t *PilotTransport) Info(ctx context.Context) (map[string]any, error) {
 }
 
 // Subscribe starts one `pilotctl --json subscribe <host> <topic>` per host
+// (topic "*" is pilot's only wildcard: every topic, each Message carrying its
+// own)
 // and returns once they are started (pilot gives no ready signal: the
 // subscription goes live 80-220 ms later, and anything published before is
 // lost). The processes are restarted with back-off whenever they exit; each
@@ -413,6 +416,7 @@ func (t *PilotTransport) Close() error {
 
 type pilotLine struct {
 	host    int
+	topic   string
 	payload []byte
 }
 
@@ -459,17 +463,18 @@ func (s *pilotSub) loop(ctx context.Context, idx int, host string, p *pilotProc)
 		started := time.Now()
 		if p != nil {
 			readLines(bufio.NewReaderSize(p.stdout, 64<<10), t.opts.MaxLineBytes, func(line []byte, tooLong bool) bool {
-				payload, err := s.parse(line, tooLong)
+				topic, payload, err := s.parse(line, tooLong)
 				if err != nil {
-					t.c.rejected.Add(1)
-					log.Warn("pilot subscribe: rejected line", "err", err, "line", string(truncate(line, 200)))
+					if n := t.c.rejected.Add(1); n <= 10 || n%100 == 0 { // bounded log volume
+						log.Warn("pilot subscribe: rejected line", "err", err, "line", string(truncate(line, 200)), "rejected_total", n)
+					}
 					return true
 				}
 				if payload == nil {
 					return true
 				}
 				select {
-				case s.ch <- pilotLine{host: idx, payload: payload}:
+				case s.ch <- pilotLine{host: idx, topic: topic, payload: payload}:
 					return true
 				case <-ctx.Done():
 					return false
@@ -516,13 +521,14 @@ func (s *pilotSub) loop(ctx context.Context, idx int, host string, p *pilotProc)
 }
 
 // parse validates one NDJSON line {"bytes":N,"data":"<string>","topic":"..."}
-// and returns the payload (the data string's bytes). Blank lines give nil, nil.
-func (s *pilotSub) parse(line []byte, tooLong bool) ([]byte, error) {
+// and returns its topic and payload (the data string's bytes). Blank lines
+// give a nil payload and no error.
+func (s *pilotSub) parse(line []byte, tooLong bool) (string, []byte, error) {
 	if tooLong {
-		return nil, fmt.Errorf("line longer than %d bytes", s.t.opts.MaxLineBytes)
+		return "", nil, fmt.Errorf("line longer than %d bytes", s.t.opts.MaxLineBytes)
 	}
 	if len(bytes.TrimSpace(line)) == 0 {
-		return nil, nil
+		return "", nil, nil
 	}
 	var ev struct {
 		Bytes *int    `json:"bytes"`
@@ -530,19 +536,19 @@ func (s *pilotSub) parse(line []byte, tooLong bool) ([]byte, error) {
 		Topic *string `json:"topic"`
 	}
 	if err := json.Unmarshal(line, &ev); err != nil {
-		return nil, fmt.Errorf("not a JSON event: %w", err)
+		return "", nil, fmt.Errorf("not a JSON event: %w", err)
 	}
 	if ev.Data == nil || ev.Topic == nil {
-		return nil, errors.New("event without string data or topic")
+		return "", nil, errors.New("event without string data or topic")
 	}
 	if s.topic != "*" && *ev.Topic != s.topic {
-		return nil, fmt.Errorf("event for topic %q on a subscription to %q", *ev.Topic, s.topic)
+		return "", nil, fmt.Errorf("event for topic %q on a subscription to %q", *ev.Topic, s.topic)
 	}
 	payload := []byte(*ev.Data)
 	if s.t.opts.PayloadMustBeJSON && !json.Valid(payload) {
-		return nil, errors.New("payload is not JSON")
+		return "", nil, errors.New("payload is not JSON")
 	}
-	return payload, nil
+	return *ev.Topic, payload, nil
 }
 
 type dedupEntry struct {
@@ -571,7 +577,7 @@ func (s *pilotSub) deliverLoop(ctx context.Context, deliver func(Message), dedup
 					lastPrune = now
 				}
 				h := sha256.New()
-				h.Write([]byte(s.topic))
+				h.Write([]byte(l.topic))
 				h.Write([]byte{0})
 				h.Write(l.payload)
 				var key [32]byte
@@ -590,7 +596,7 @@ func (s *pilotSub) deliverLoop(ctx context.Context, deliver func(Message), dedup
 				return
 			}
 			s.t.c.received.Add(1)
-			deliver(Message{Topic: s.topic, Payload: l.payload})
+			deliver(Message{Topic: l.topic, Payload: l.payload})
 		}
 	}
 }
