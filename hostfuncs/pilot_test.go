@@ -275,3 +275,26 @@ func TestPilotSeveralHostsDeliverOnce(t *testing.T) {
 		t.Fatalf("alice stats %+v", s)
 	}
 }
+
+func TestPilotCancelStopsProcesses(t *testing.T) {
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a"}})
+	tr := newPilot(t, d, PilotOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	c := newCollector()
+	if err := tr.Subscribe(ctx, "*", c.deliver); err != nil {
+		t.Fatal(err)
+	}
+	waitLive(t, d, "a", "*", 1)
+	// The wildcard subscription reports each event's own topic.
+	if err := tr.Publish(context.Background(), "election:x", []byte("w")); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.next(t); m.Topic != "election:x" || string(m.Payload) != "w" {
+		t.Fatalf("got %+v", m)
+	}
+	cancel()
+	waitFor(t, "the subscribe process to go", func() bool { return d.Subscribers("a", "") == 0 })
+	if s := tr.Stats(); s.Resubscribes != 0 {
+		t.Fatalf("a cancelled subscription is not a gap: %+v", s)
+	}
+}
