@@ -1,3 +1,5 @@
+//go:build !electhost_host
+
 package main
 
 import (
@@ -6,20 +8,12 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Placeholders until host/, core/sim and the NATS transport land.
+// Placeholders until host.Agent lands (build with -tags electhost_host).
 
 func newRunCmd() *cobra.Command {
-	return &cobra.Command{Use: "run", Short: "Join a group (not yet wired)", RunE: func(*cobra.Command, []string) error { return errors.New("run: not implemented yet") }}
+	return &cobra.Command{Use: "run", Short: "Join a group (waiting for host.Agent)", RunE: func(*cobra.Command, []string) error { return errors.New("run: not wired yet") }}
 }
 
 func newDemoCmd() *cobra.Command {
-	return &cobra.Command{Use: "demo", Short: "Guided demo (not yet wired)", RunE: func(*cobra.Command, []string) error { return errors.New("demo: not implemented yet") }}
-}
-
-func newSimCmd() *cobra.Command {
-	return &cobra.Command{Use: "sim", Short: "Simulator (not yet wired)", RunE: func(*cobra.Command, []string) error { return errors.New("sim: not implemented yet") }}
-}
-
-func newStatusCmd() *cobra.Command {
-	return &cobra.Command{Use: "status", Short: "Group status (not yet wired)", RunE: func(*cobra.Command, []string) error { return errors.New("status: not implemented yet") }}
+	return &cobra.Command{Use: "demo", Short: "Guided demo (waiting for host.Agent)", RunE: func(*cobra.Command, []string) error { return errors.New("demo: not wired yet") }}
 }

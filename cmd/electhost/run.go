@@ -1,0 +1,540 @@
+//go:build electhost_host
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/host"
+	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/internal/metrics"
+	"github.com/electcore/electcore/internal/supervise"
+	"github.com/spf13/cobra"
+)
+
+// killSlack is what electhost budgets, on top of --grace, for SIGKILL to be
+// delivered and for the host to notice the end of the lease: the lease is
+// shortened by grace + killSlack so that the leader-only command is dead
+// before any other member can be elected.
+const killSlack = 50 * time.Millisecond
+
+type runOptions struct {
+	id, group       string
+	priority        uint32
+	mode            string
+	members         []string
+	tf              transportFlags
+	stateDir        string
+	wasmPath        string
+	cacheDir        string
+	httpAddr        string
+	heartbeat       time.Duration
+	electionTimeout time.Duration
+	lease           time.Duration
+	grace           time.Duration
+	jsonLogs        bool
+	logLevel        string
+	cmdArgs         []string
+
+	// derived
+	cfg core.Config
+}
+
+func newRunCmd() *cobra.Command {
+	o := &runOptions{}
+	c := &cobra.Command{
+		Use:   "run --group G [flags] [-- CMD ARGS...]",
+		Short: "Join a group; optionally run CMD only while this agent leads",
+		Long: `run joins an election group as one agent, running the electcore wasm core
+through the wazero host, until SIGINT or SIGTERM; then it resigns (handing
+leadership to the best live member at once) and exits 0.
+
+With "-- CMD ARGS...", CMD runs only while this agent leads: it starts when
+the agent becomes leader, with ELECT_GROUP, ELECT_TERM (the fencing token),
+ELECT_LEADER and ELECT_ID in its environment; it gets SIGTERM as soon as the
+leadership or its lease is lost, SIGKILL --grace later; if it exits while
+the agent still leads it is restarted with back-off. In quorum mode the lease
+is shortened by --grace + 50ms so that CMD is dead before anyone else can be
+elected. See README.md.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				if dash > 0 {
+					return usageErrorf("unexpected argument %q before --", args[0])
+				}
+				o.cmdArgs = args
+				if len(o.cmdArgs) == 0 {
+					return usageErrorf("nothing after --: give the leader-only command")
+				}
+			} else if len(args) > 0 {
+				return usageErrorf("unexpected argument %q (put the leader-only command after --)", args[0])
+			}
+			if err := o.complete(cmd); err != nil {
+				return err
+			}
+			return o.run(cmd.Context(), cmd)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.group, "group", "", "group to join (required)")
+	f.StringVar(&o.id, "id", "", "this agent's id (default: the host name; give one per agent when several run on a host)")
+	f.Uint32Var(&o.priority, "priority", 0, "priority; higher is preferred (default: POSIX cksum of the id, as the seed skill)")
+	f.StringVar(&o.mode, "mode", "quorum", "election mode: quorum (needs --members) or bully")
+	f.StringSliceVar(&o.members, "members", nil, "every member's id, comma-separated, this one included (required in quorum mode)")
+	o.tf.register(f)
+	f.StringVar(&o.stateDir, "state-dir", "", "directory for the persisted term and vote (default $XDG_STATE_HOME/electcore/<id>, i.e. ~/.local/state/electcore/<id>)")
+	f.StringVar(&o.wasmPath, "wasm", "", "electcore.wasm (default $ELECTCORE_WASM, ./electcore.wasm, or next to the electhost binary)")
+	f.StringVar(&o.cacheDir, "cache-dir", "", "wazero compilation cache (default ~/.cache/electcore/wazero; - for memory only)")
+	f.StringVar(&o.httpAddr, "http", "", "serve /healthz, /readyz, /status and /metrics on ADDR (e.g. 127.0.0.1:9090)")
+	f.DurationVar(&o.heartbeat, "heartbeat", time.Duration(core.DefaultHeartbeatMs)*time.Millisecond, "leader heartbeat interval")
+	f.DurationVar(&o.electionTimeout, "election-timeout", 0, "time without a leader before campaigning (default max(2s, 3×heartbeat))")
+	f.DurationVar(&o.lease, "lease", 0, "quorum leader lease (default: the longest safe lease, minus --grace+50ms when a command is given)")
+	f.DurationVar(&o.grace, "grace", 0, "SIGTERM→SIGKILL grace for the leader-only command (default election-timeout/4)")
+	f.BoolVar(&o.jsonLogs, "json", false, "log JSON lines (slog JSONHandler) on stderr")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	return c
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, usageErrorf("--log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// defaultID is the host name restricted to the id alphabet.
+func defaultID() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "agent"
+	}
+	b := []byte(h)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._:@/+-", c) >= 0) {
+			b[i] = '-'
+		}
+	}
+	if len(b) > core.MaxIDLen {
+		b = b[:core.MaxIDLen]
+	}
+	return string(b)
+}
+
+func defaultStateDir(id string) string {
+	base := os.Getenv("XDG_STATE_HOME")
+	if base == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			base = filepath.Join(home, ".local", "state")
+		} else {
+			base = ".electcore-state"
+		}
+	}
+	return filepath.Join(base, "electcore", strings.ReplaceAll(id, "/", "_"))
+}
+
+// defaultWasm finds electcore.wasm: --wasm, $ELECTCORE_WASM, ./electcore.wasm,
+// then next to (or one directory above) the executable.
+func defaultWasm(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if p := os.Getenv(host.EnvWasm); p != "" {
+		return p
+	}
+	if _, err := os.Stat(host.DefaultWasmPath); err == nil {
+		return host.DefaultWasmPath
+	}
+	if exe, err := os.Executable(); err == nil {
+		dir := filepath.Dir(exe)
+		for _, p := range []string{filepath.Join(dir, host.DefaultWasmPath), filepath.Join(dir, "..", host.DefaultWasmPath)} {
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+		}
+	}
+	return host.DefaultWasmPath
+}
+
+// timing derives the core's timings, the lease and the grace period from the
+// flags (see README.md, "Leader-only command").
+type timing struct {
+	heartbeatMs, electionTimeoutMs, leaseMs int64
+	grace                                   time.Duration
+}
+
+func deriveTiming(mode core.Mode, hb, et, lease, grace time.Duration, withCmd bool) (timing, error) {
+	if hb <= 0 {
+		return timing{}, usageErrorf("--heartbeat must be positive")
+	}
+	if et < 0 || lease < 0 || grace < 0 {
+		return timing{}, usageErrorf("durations must not be negative")
+	}
+	t := timing{heartbeatMs: hb.Milliseconds()}
+	t.electionTimeoutMs = et.Milliseconds()
+	if et == 0 {
+		t.electionTimeoutMs = max(core.DefaultElectionTimeoutMs, 3*t.heartbeatMs)
+	}
+	if t.electionTimeoutMs < 3*t.heartbeatMs {
+		return t, usageErrorf("--election-timeout %v must be at least 3×--heartbeat (%v)", time.Duration(t.electionTimeoutMs)*time.Millisecond, 3*hb)
+	}
+	etd := time.Duration(t.electionTimeoutMs) * time.Millisecond
+	d := int64(core.DefaultMaxDriftPPM)
+	maxLease := time.Duration(t.electionTimeoutMs*(1_000_000-d)/(1_000_000+d)-1) * time.Millisecond
+	t.grace = grace
+	if mode != core.ModeQuorum || !withCmd {
+		if t.grace == 0 {
+			t.grace = etd / 4
+		}
+		t.leaseMs = lease.Milliseconds()
+		return t, nil
+	}
+	switch {
+	case lease == 0 && grace == 0:
+		t.grace = etd / 4
+		lease = maxLease - t.grace - killSlack
+	case lease == 0:
+		lease = maxLease - grace - killSlack
+	case grace == 0:
+		t.grace = maxLease - lease - killSlack
+		if t.grace <= 0 {
+			return t, usageErrorf("--lease %v leaves no time to stop the leader-only command before another election (max lease %v); shorten --lease", lease, maxLease)
+		}
+	default:
+		if lease+grace+killSlack > maxLease {
+			return t, usageErrorf("--lease %v + --grace %v + 50ms exceed the safe lease %v: the command could outlive the lease", lease, grace, maxLease)
+		}
+	}
+	if lease < hb {
+		return t, usageErrorf("--grace %v leaves a lease of %v, shorter than --heartbeat %v: lower --grace or raise --election-timeout", t.grace, lease, hb)
+	}
+	t.leaseMs = lease.Milliseconds()
+	return t, nil
+}
+
+func (o *runOptions) complete(cmd *cobra.Command) error {
+	if o.group == "" {
+		return usageErrorf("--group is required")
+	}
+	if o.id == "" {
+		o.id = defaultID()
+	}
+	mode := core.Mode(o.mode)
+	if mode != core.ModeQuorum && mode != core.ModeBully {
+		return usageErrorf("--mode %q: want quorum or bully", o.mode)
+	}
+	if err := o.tf.validate(); err != nil {
+		return err
+	}
+	if _, err := parseLevel(o.logLevel); err != nil {
+		return err
+	}
+	tm, err := deriveTiming(mode, o.heartbeat, o.electionTimeout, o.lease, o.grace, len(o.cmdArgs) > 0)
+	if err != nil {
+		return err
+	}
+	o.grace = tm.grace
+	var members []string
+	for _, m := range o.members {
+		if m = strings.TrimSpace(m); m != "" {
+			members = append(members, m)
+		}
+	}
+	o.cfg = core.Config{
+		ID: o.id, Group: o.group, Priority: o.priority, Mode: mode, Members: members,
+		HeartbeatMs: tm.heartbeatMs, ElectionTimeoutMs: tm.electionTimeoutMs, LeaseMs: tm.leaseMs,
+	}
+	if err := o.cfg.Validate(); err != nil {
+		return usageErrorf("%v", err)
+	}
+	if o.stateDir == "" {
+		o.stateDir = defaultStateDir(o.id)
+	}
+	return nil
+}
+
+// agentState is what run's HTTP endpoints and metrics read.
+type agentState struct {
+	mu          sync.Mutex
+	joined      bool
+	closed      bool
+	leader      string
+	term        uint64
+	leading     bool
+	leaderSince time.Time
+	lostAt      time.Time // when the last leader was lost (leader "" seen), zero if a leader is known
+	prevLeader  string
+}
+
+func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
+	level, _ := parseLevel(o.logLevel)
+	logger := newLogger(cmd.ErrOrStderr(), o.jsonLogs, level).With("group", o.group, "id", o.id)
+
+	var sup *supervise.Supervisor
+	if len(o.cmdArgs) > 0 {
+		sup, err = supervise.New(supervise.Options{
+			Path: o.cmdArgs[0], Args: o.cmdArgs[1:],
+			Stdout: os.Stdout, Stderr: os.Stderr,
+			Grace:  o.grace,
+			Logger: logger,
+		})
+		if err != nil {
+			return usageErrorf("leader-only command: %v", err)
+		}
+	}
+
+	store, err := hostfuncs.OpenStateStore(o.stateDir, hostfuncs.StateOptions{Logger: logger})
+	if err != nil {
+		if errors.Is(err, hostfuncs.ErrLocked) {
+			return configErrorf("--state-dir %s is in use by another process (another agent with --id %s? give each agent its own --id or --state-dir)", o.stateDir, o.id)
+		}
+		return configErrorf("--state-dir: %v", err)
+	}
+	defer store.Close()
+
+	rt, err := host.NewRuntime(ctx, host.RuntimeConfig{WasmPath: defaultWasm(o.wasmPath), CacheDir: o.cacheDir, Logger: logger})
+	if err != nil {
+		return configErrorf("%v", err)
+	}
+	defer rt.Close(context.Background())
+
+	tr, err := o.tf.open(ctx, "electhost "+o.id, logger)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+
+	clock := hostfuncs.NewRealClock()
+	st := &agentState{}
+	var traps, cmdStarts uint64
+	_ = traps
+	_ = cmdStarts
+
+	agent, err := rt.NewAgent(ctx, host.AgentConfig{
+		Transport: tr, Store: store, Clock: clock, Logger: logger,
+		OnTrap: func(err error) {
+			logger.Error("wasm trap; the module was re-instantiated from persisted state", "err", err)
+		},
+	})
+	if err != nil {
+		return configErrorf("%v", err)
+	}
+	agentClosed := false
+	defer func() {
+		if !agentClosed {
+			agent.Close(context.Background())
+		}
+	}()
+
+	var mets *metrics.Metrics
+	var el *host.Election
+	lead := newLeadership(sup, o, logger)
+
+	cbs := host.Callbacks{
+		OnStartedLeading: func(lctx context.Context, term uint64) {
+			st.mu.Lock()
+			st.leading, st.leaderSince = true, time.Now()
+			st.mu.Unlock()
+			logger.Info("started leading", "term", term)
+			lead.start(lctx, term)
+		},
+		OnStoppedLeading: func(term uint64, reason string) {
+			st.mu.Lock()
+			st.leading = false
+			st.mu.Unlock()
+			logger.Info("stopped leading", "term", term, "reason", reason)
+		},
+		OnNewLeader: func(leader string, term uint64) {
+			st.mu.Lock()
+			prev := st.leader
+			st.leader, st.term = leader, max(st.term, term)
+			var failover time.Duration
+			measured := false
+			if leader == "" {
+				if prev != "" {
+					st.lostAt, st.prevLeader = time.Now(), prev
+				}
+			} else if leader != prev {
+				if !st.lostAt.IsZero() {
+					failover, measured = time.Since(st.lostAt), true
+				}
+				st.lostAt = time.Time{}
+			}
+			st.mu.Unlock()
+			if mets != nil && leader != prev {
+				mets.LeaderChanged()
+				if measured {
+					mets.ObserveFailover(failover)
+				}
+			}
+			if leader == "" {
+				logger.Info("no leader known", "term", term)
+			} else {
+				logger.Info("leader", "leader", leader, "term", term)
+			}
+		},
+	}
+	mets = metrics.New(o.group, o.id, func() metrics.Snapshot {
+		s := metrics.Snapshot{}
+		if el != nil {
+			cs := el.Status()
+			s.Elections, s.Term, s.Rejected = cs.Elections, cs.Term, cs.Rejected
+			s.IsLeader = cs.Role == core.RoleLeader
+		}
+		ts := tr.Stats()
+		s.MessagesIn, s.MessagesOut, s.PublishErrs = ts.Received, ts.Published, ts.PublishErrors
+		s.Rejected += ts.Rejected
+		s.Traps = agent.Stats().Traps
+		if sup != nil {
+			ss := sup.Stats()
+			s.CmdStarts, s.CmdKills = ss.Starts, ss.Kills
+		}
+		return s
+	})
+
+	el, err = agent.Join(ctx, o.cfg, cbs)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, hostfuncs.ErrConnectionFailed) {
+			return withCode(exitTransport, err)
+		}
+		return configErrorf("join %s: %v", o.group, err)
+	}
+	st.mu.Lock()
+	st.joined = true
+	st.mu.Unlock()
+	logger.Info("joined", "mode", o.cfg.Mode, "transport", o.tf.kind, "broker", o.tf.broker, "state_dir", o.stateDir,
+		"heartbeat", o.heartbeat, "members", strings.Join(o.cfg.Members, ","))
+
+	var srv *http.Server
+	if o.httpAddr != "" {
+		ln, err := net.Listen("tcp", o.httpAddr)
+		if err != nil {
+			return configErrorf("--http %s: %v", o.httpAddr, err)
+		}
+		srv = &http.Server{Handler: newHTTPHandler(st, func() (core.Status, bool) { return el.Status(), true }, clock, mets, lead), ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln)
+		logger.Info("http listening", "addr", ln.Addr().String())
+	}
+
+	<-ctx.Done()
+	logger.Info("signal received; stopping")
+	// 1. Stop the leader-only command (SIGTERM, SIGKILL after --grace) while
+	//    we still lead, so that it is gone before anyone else can lead.
+	lead.shutdown()
+	// 2. Resign (hand-off) and leave.
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st.mu.Lock()
+	st.closed = true
+	st.mu.Unlock()
+	if err := agent.Close(cctx); err != nil {
+		logger.Warn("close", "err", err)
+	}
+	agentClosed = true
+	if srv != nil {
+		srv.Shutdown(cctx)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// leadership runs the leader-only command for each term this agent leads.
+type leadership struct {
+	sup    *supervise.Supervisor
+	group  string
+	id     string
+	logger *slog.Logger
+
+	mu       sync.Mutex
+	stopping bool
+	cancel   context.CancelFunc
+	done     chan struct{}
+	term     uint64
+}
+
+func newLeadership(sup *supervise.Supervisor, o *runOptions, logger *slog.Logger) *leadership {
+	return &leadership{sup: sup, group: o.group, id: o.id, logger: logger}
+}
+
+// start runs the command for term until lctx ends (loss of leadership or lease)
+// or shutdown. A previous term's command is stopped first.
+func (l *leadership) start(lctx context.Context, term uint64) {
+	if l == nil || l.sup == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopping {
+		return
+	}
+	prevDone := l.done
+	if l.cancel != nil {
+		l.cancel()
+	}
+	ctx, cancel := context.WithCancel(lctx)
+	done := make(chan struct{})
+	l.cancel, l.done, l.term = cancel, done, term
+	env := []string{
+		"ELECT_GROUP=" + l.group,
+		fmt.Sprintf("ELECT_TERM=%d", term),
+		"ELECT_LEADER=" + l.id,
+		"ELECT_ID=" + l.id,
+	}
+	go func() {
+		defer close(done)
+		if prevDone != nil {
+			<-prevDone
+		}
+		if err := l.sup.Run(ctx, env...); err != nil {
+			l.logger.Error("leader-only command", "err", err)
+		}
+	}()
+}
+
+// running reports the term whose command runs (0 if none).
+func (l *leadership) running() (uint64, bool) {
+	if l == nil || l.sup == nil {
+		return 0, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil {
+		return 0, false
+	}
+	select {
+	case <-l.done:
+		return 0, false
+	default:
+		return l.term, true
+	}
+}
+
+// shutdown stops the command and waits for it; no new term starts it again.
+func (l *leadership) shutdown() {
+	if l == nil || l.sup == nil {
+		return
+	}
+	l.mu.Lock()
+	l.stopping = true
+	if l.cancel != nil {
+		l.cancel()
+	}
+	done := l.done
+	l.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}

@@ -1,0 +1,369 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/core/sim"
+	"github.com/spf13/cobra"
+)
+
+type simOptions struct {
+	seeds     int
+	firstSeed uint64
+	seed      uint64
+	replay    bool
+	nodes     int
+	mode      string
+	scenario  string
+	cycles    int
+	jsonOut   bool
+	noBar     bool
+}
+
+func newSimCmd() *cobra.Command {
+	o := &simOptions{}
+	c := &cobra.Command{
+		Use:   "sim [--seeds N] [--nodes N] [--mode quorum|bully] [--seed S]",
+		Short: "Run the deterministic simulator over many seeds (or replay one)",
+		Long: `sim runs core/sim, the deterministic whole-swarm simulator (virtual time,
+lossy and partitioned network, crashes, broker outages, clock drift), on
+--seeds consecutive seeds from --first-seed, checking every invariant
+(election safety, lease exclusivity, monotonic terms, single vote per term,
+liveness after the faults stop).
+
+--scenario all (the default) runs each seed twice: once under the fault mix
+(for violations) and once in the failover scenario (the settled leader is
+crashed repeatedly), which measures failover time and publishes per
+election. Other scenarios: faults, failover, resign, heal.
+
+--seed S replays one seed with its full trace printed. A violation makes sim
+exit 1 after printing the seed and the command that replays it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.replay = cmd.Flags().Changed("seed")
+			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&o.seeds, "seeds", 200, "number of seeds to run")
+	f.Uint64Var(&o.firstSeed, "first-seed", 1, "first seed")
+	f.Uint64Var(&o.seed, "seed", 0, "replay this one seed and print its trace")
+	f.IntVar(&o.nodes, "nodes", 0, "swarm size (default: drawn from each seed in the fault mix, 5 otherwise)")
+	f.StringVar(&o.mode, "mode", "quorum", "quorum or bully")
+	f.StringVar(&o.scenario, "scenario", "all", "all, faults, failover, resign or heal")
+	f.IntVar(&o.cycles, "cycles", 0, "crashes/resigns/heals per seed in the measuring scenarios (default 10)")
+	f.BoolVar(&o.jsonOut, "json", false, "print a JSON report")
+	f.BoolVar(&o.noBar, "no-progress", false, "no progress bar even on a terminal")
+	return c
+}
+
+// simReport is sim's JSON output.
+type simReport struct {
+	Mode                 string          `json:"mode"`
+	Scenario             string          `json:"scenario"`
+	Nodes                int             `json:"nodes,omitempty"`
+	FirstSeed            uint64          `json:"first_seed"`
+	Seeds                int             `json:"seeds"`
+	Runs                 int             `json:"runs"`
+	Violations           []sim.Violation `json:"violations"`
+	FailoverMs           statsJSON       `json:"failover_ms"`         // crash → every live node knows the new leader
+	FailoverElectedMs    statsJSON       `json:"failover_elected_ms"` // crash → a new leader elected
+	PublishesPerElection statsJSON       `json:"publishes_per_election"`
+	HandoffMs            *statsJSON      `json:"handoff_ms,omitempty"`
+	HealMs               *statsJSON      `json:"heal_ms,omitempty"`
+	LivenessMs           *statsJSON      `json:"liveness_ms,omitempty"`
+	Elections            int64           `json:"elections"`
+	SplitBrains          int64           `json:"split_brains"`
+	VirtualMs            int64           `json:"virtual_ms"`
+	Steps                int64           `json:"steps"`
+	ElapsedMs            int64           `json:"elapsed_ms"`
+	TraceHash            string          `json:"trace_hash"`
+}
+
+type statsJSON struct {
+	N    int     `json:"n"`
+	P50  int64   `json:"p50"`
+	P99  int64   `json:"p99"`
+	Max  int64   `json:"max"`
+	Mean float64 `json:"mean"`
+}
+
+func toStats(s sim.Stats) statsJSON {
+	return statsJSON{N: s.N, P50: s.P50, P99: s.P99, Max: s.Max, Mean: s.Mean}
+}
+
+func optStats(s sim.Stats) *statsJSON {
+	if s.N == 0 {
+		return nil
+	}
+	j := toStats(s)
+	return &j
+}
+
+func (o *simOptions) validate() ([]sim.Scenario, error) {
+	if o.mode != string(core.ModeQuorum) && o.mode != string(core.ModeBully) {
+		return nil, usageErrorf("--mode %q: want quorum or bully", o.mode)
+	}
+	if o.seeds < 1 {
+		return nil, usageErrorf("--seeds %d: want at least 1", o.seeds)
+	}
+	if o.nodes != 0 && (o.nodes < 1 || o.nodes > 64) {
+		return nil, usageErrorf("--nodes %d: want 1..64", o.nodes)
+	}
+	if o.cycles < 0 {
+		return nil, usageErrorf("--cycles must not be negative")
+	}
+	switch o.scenario {
+	case "all":
+		return []sim.Scenario{sim.ScenarioFaults, sim.ScenarioFailover}, nil
+	case "faults", "failover", "resign", "heal":
+		return []sim.Scenario{sim.Scenario(o.scenario)}, nil
+	}
+	return nil, usageErrorf("--scenario %q: want all, faults, failover, resign or heal", o.scenario)
+}
+
+func (o *simOptions) options(sc sim.Scenario) sim.Options {
+	return sim.Options{Mode: core.Mode(o.mode), Scenario: sc, Nodes: o.nodes, Cycles: o.cycles}
+}
+
+// replayCmd is the command line that replays seed.
+func (o *simOptions) replayCmd(seed uint64, sc sim.Scenario) string {
+	s := fmt.Sprintf("electhost sim --mode %s --scenario %s --seed %d", o.mode, sc, seed)
+	if o.nodes != 0 {
+		s += fmt.Sprintf(" --nodes %d", o.nodes)
+	}
+	if o.cycles != 0 {
+		s += fmt.Sprintf(" --cycles %d", o.cycles)
+	}
+	return s
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// progressBar draws "[#####     ]  42% 420/1000 seeds  3.1s" on a terminal.
+type progressBar struct {
+	w     io.Writer
+	label string
+	start time.Time
+	mu    sync.Mutex
+	last  time.Time
+}
+
+func (p *progressBar) update(done, total int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if done < total && time.Since(p.last) < 100*time.Millisecond {
+		return
+	}
+	p.last = time.Now()
+	const width = 30
+	filled := width * done / max(total, 1)
+	fmt.Fprintf(p.w, "\r%-9s [%s%s] %3d%% %d/%d seeds  %.1fs", p.label, strings.Repeat("#", filled), strings.Repeat(" ", width-filled),
+		100*done/max(total, 1), done, total, time.Since(p.start).Seconds())
+	if done == total {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}
+
+func (o *simOptions) run(stdout, stderr io.Writer) error {
+	scenarios, err := o.validate()
+	if err != nil {
+		return err
+	}
+	if o.replay {
+		return o.runReplay(stdout, scenarios)
+	}
+	start := time.Now()
+	rep := simReport{Mode: o.mode, Scenario: o.scenario, Nodes: o.nodes, FirstSeed: o.firstSeed, Seeds: o.seeds, Violations: []sim.Violation{}}
+	seeds := sim.Seeds(o.firstSeed, o.seeds)
+	var hashes []string
+	violationScenario := map[int]sim.Scenario{}
+	for _, sc := range scenarios {
+		var progress func(done, total int)
+		if !o.noBar && isTerminal(stderr) {
+			bar := &progressBar{w: stderr, label: string(sc), start: time.Now()}
+			progress = bar.update
+		}
+		r, err := sim.RunMany(o.options(sc), seeds, progress)
+		if err != nil {
+			return withCode(exitConfig, fmt.Errorf("sim: %v", err))
+		}
+		rep.Runs += r.Seeds
+		for _, v := range r.Violations {
+			violationScenario[len(rep.Violations)] = sc
+			rep.Violations = append(rep.Violations, v)
+		}
+		rep.Elections += r.Elections
+		rep.SplitBrains += r.SplitBrains
+		rep.VirtualMs += r.VirtualMs
+		rep.Steps += r.Steps
+		hashes = append(hashes, r.TraceHash)
+		switch sc {
+		case sim.ScenarioFailover:
+			rep.FailoverMs, rep.FailoverElectedMs, rep.PublishesPerElection = toStats(r.FailoverKnown), toStats(r.FailoverElected), toStats(r.PublishesPerElection)
+		case sim.ScenarioResign:
+			rep.HandoffMs = optStats(r.HandoffKnown)
+		case sim.ScenarioHeal:
+			rep.HealMs = optStats(r.HealConverged)
+		case sim.ScenarioFaults:
+			rep.LivenessMs = optStats(r.Liveness)
+		}
+	}
+	rep.TraceHash = strings.Join(hashes, "+")
+	rep.ElapsedMs = time.Since(start).Milliseconds()
+	if o.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(rep)
+	} else {
+		printSimTable(stdout, &rep)
+	}
+	if n := len(rep.Violations); n > 0 {
+		w := stderr
+		for i, v := range rep.Violations {
+			if i == 10 {
+				fmt.Fprintf(w, "... and %d more\n", n-10)
+				break
+			}
+			fmt.Fprintf(w, "VIOLATION %s\n  replay: %s\n", v.String(), o.replayCmd(v.Seed, violationScenario[i]))
+		}
+		v := rep.Violations[0]
+		return fmt.Errorf("%d invariant violation(s); first: seed %d (%s); replay with: %s", n, v.Seed, v.Invariant, o.replayCmd(v.Seed, violationScenario[0]))
+	}
+	return nil
+}
+
+func printSimTable(w io.Writer, r *simReport) {
+	nodes := "drawn per seed"
+	if r.Nodes != 0 {
+		nodes = fmt.Sprint(r.Nodes)
+	}
+	fmt.Fprintf(w, "electcore simulator: mode %s, scenario %s, nodes %s, seeds %d..%d (%d runs, %.1f s of virtual time, %d ms real)\n\n",
+		r.Mode, r.Scenario, nodes, r.FirstSeed, r.FirstSeed+uint64(r.Seeds)-1, r.Runs, float64(r.VirtualMs)/1000, r.ElapsedMs)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEASURE\tN\tP50\tP99\tMAX\tMEAN\t")
+	row := func(name string, s statsJSON, unit string) {
+		if s.N == 0 {
+			return
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d%s\t%d%s\t%d%s\t%.1f%s\t\n", name, s.N, s.P50, unit, s.P99, unit, s.Max, unit, s.Mean, unit)
+	}
+	row("failover (all know)", r.FailoverMs, " ms")
+	row("failover (elected)", r.FailoverElectedMs, " ms")
+	row("publishes/election", r.PublishesPerElection, "")
+	if r.HandoffMs != nil {
+		row("hand-off", *r.HandoffMs, " ms")
+	}
+	if r.HealMs != nil {
+		row("heal→one leader", *r.HealMs, " ms")
+	}
+	if r.LivenessMs != nil {
+		row("liveness after faults", *r.LivenessMs, " ms")
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nelections %d, split brains (bully, partitioned: allowed) %d, violations %d\n", r.Elections, r.SplitBrains, len(r.Violations))
+}
+
+// runReplay runs one seed with its trace recorded and prints it.
+func (o *simOptions) runReplay(w io.Writer, scenarios []sim.Scenario) error {
+	var bad []string
+	for _, sc := range scenarios {
+		opts := o.options(sc)
+		opts.Seed = o.seed
+		opts.Record = true
+		res, err := sim.Run(opts)
+		if err != nil {
+			return withCode(exitConfig, fmt.Errorf("sim: %v", err))
+		}
+		if o.jsonOut {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			enc.Encode(struct {
+				*sim.Result
+				Trace *sim.Trace `json:"trace"`
+			}{res, res.Trace})
+		} else {
+			printTrace(w, res)
+		}
+		for _, v := range res.Violations {
+			bad = append(bad, v.String())
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("seed %d: %d violation(s): %s", o.seed, len(bad), bad[0])
+	}
+	return nil
+}
+
+func printTrace(w io.Writer, res *sim.Result) {
+	fmt.Fprintf(w, "seed %d: mode %s, scenario %s, %d nodes, heartbeat %d ms, election timeout %d ms, latency %d±%d ms, liveness bound %d ms\n",
+		res.Seed, res.Mode, res.Scenario, res.Nodes, res.HeartbeatMs, res.ElectionTimeoutMs, res.LatencyMs, res.JitterMs, res.BoundMs)
+	if res.Faults != nil {
+		f := res.Faults
+		fmt.Fprintf(w, "faults: loss %.3f dup %.3f outliers %.3f (≤%d ms), %d partitions, %d crashes, %d outages, %d wall jumps, %d commands\n",
+			f.Loss, f.Dup, f.Outlier, f.OutlierMaxMs, f.Partitions, f.Crashes, f.Outages, f.WallJumps, f.Commands)
+	}
+	fmt.Fprintln(w)
+	if res.Trace != nil {
+		type line struct {
+			at   int64
+			node int
+			s    string
+		}
+		var lines []line
+		for n, nt := range res.Trace.Nodes {
+			for _, s := range nt.Steps {
+				var out core.Output
+				out.UnmarshalMsg(s.Output)
+				fresh := ""
+				if s.Fresh {
+					fresh = " (fresh)"
+				}
+				lines = append(lines, line{s.AtMs, n, fmt.Sprintf("%8d %-8s%s %s → %s", s.AtMs, nt.ID, fresh, sim.FormatInput(&s.Input), sim.FormatOutput(&out))})
+			}
+		}
+		slices.SortStableFunc(lines, func(a, b line) int {
+			if a.at != b.at {
+				if a.at < b.at {
+					return -1
+				}
+				return 1
+			}
+			return a.node - b.node
+		})
+		for _, l := range lines {
+			fmt.Fprintln(w, l.s)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "virtual %d ms, %d steps, %d publishes (%d delivered, %d dropped), %d elections, %d crashes, trace %s\n",
+		res.VirtualMs, res.Steps, res.Publishes, res.Delivered, res.Dropped, res.Elections, res.Crashes, res.TraceHash)
+	for _, f := range res.Failovers {
+		fmt.Fprintf(w, "failover at %d ms: %s → %s, elected after %d ms, known after %d ms, %d publishes\n", f.AtMs, f.Leader, f.NewLeader, f.ElectedMs, f.KnownMs, f.Publishes)
+	}
+	for _, h := range res.Handoffs {
+		fmt.Fprintf(w, "hand-off at %d ms: %s → %s, elected after %d ms, known after %d ms\n", h.AtMs, h.From, h.To, h.ElectedMs, h.KnownMs)
+	}
+	for _, v := range res.Violations {
+		fmt.Fprintf(w, "VIOLATION %s\n%s\n", v.String(), v.Excerpt)
+	}
+	if len(res.Violations) == 0 {
+		fmt.Fprintln(w, "no violations")
+	}
+}
