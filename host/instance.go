@@ -32,7 +32,9 @@ type ModuleError struct {
 	Msg  string
 }
 
-func (e *ModuleError) Error() string { return fmt.Sprintf("electcore module: %s: %s (code %d)", e.Op, e.Msg, e.Code) }
+func (e *ModuleError) Error() string {
+	return fmt.Sprintf("electcore module: %s: %s (code %d)", e.Op, e.Msg, e.Code)
+}
 
 // ErrTrap matches (errors.Is) every TrapError.
 var ErrTrap = errors.New("module trapped")
@@ -61,10 +63,10 @@ func (e *TrapError) Error() string {
 	}
 	return s
 }
-func (e *TrapError) Unwrap() error          { return e.Err }
-func (e *TrapError) Is(target error) bool   { return target == ErrTrap }
-func isTrap(err error) bool                 { return errors.Is(err, ErrTrap) }
-func asTrap(err error) (*TrapError, bool)   { var t *TrapError; ok := errors.As(err, &t); return t, ok }
+func (e *TrapError) Unwrap() error        { return e.Err }
+func (e *TrapError) Is(target error) bool { return target == ErrTrap }
+func isTrap(err error) bool               { return errors.Is(err, ErrTrap) }
+func asTrap(err error) (*TrapError, bool) { var t *TrapError; ok := errors.As(err, &t); return t, ok }
 
 // Instance is one module instance hosting one core engine (any number of
 // groups), driven through the raw ABI. Its methods serialise calls (an

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,12 +83,39 @@ var (
 // testRuntime is the process's shared runtime (compiled once).
 func testRuntime(t testing.TB) *Runtime {
 	rtOnce.Do(func() {
-		rt, rtErr = NewRuntime(context.Background(), RuntimeConfig{WasmPath: testWasm, CacheDir: testCacheDir()})
+		rt, rtErr = NewRuntime(context.Background(), RuntimeConfig{WasmPath: testWasm, CacheDir: testCacheDir(), Logger: quietLogger()})
 	})
 	if rtErr != nil {
 		t.Fatal(rtErr)
 	}
 	return rt
+}
+
+var (
+	fastOnce sync.Once
+	fastRT   *Runtime
+	fastErr  error
+)
+
+// fastRuntime is a NoInterrupt runtime (about 7× faster steps), for the
+// differential test, whose subject is the output bytes, not deadlines.
+func fastRuntime(t testing.TB) *Runtime {
+	fastOnce.Do(func() {
+		fastRT, fastErr = NewRuntime(context.Background(), RuntimeConfig{WasmPath: testWasm, CacheDir: testCacheDir(), NoInterrupt: true, Logger: quietLogger()})
+	})
+	if fastErr != nil {
+		t.Fatal(fastErr)
+	}
+	return fastRT
+}
+
+// quietLogger logs warnings and errors only ($ELECTCORE_TEST_LOG=debug for all).
+func quietLogger() *slog.Logger {
+	level := slog.LevelWarn
+	if os.Getenv("ELECTCORE_TEST_LOG") == "debug" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
 // testCacheDir: $ELECTCORE_TEST_CACHE, else the default user cache (so a

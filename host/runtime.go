@@ -55,6 +55,16 @@ type RuntimeConfig struct {
 	// DefaultCallTimeout). A call that overruns it is aborted and its
 	// instance closed, like a trap.
 	CallTimeout time.Duration
+	// NoInterrupt turns off wazero's WithCloseOnContextDone. With it on (the
+	// default) a call that overruns CallTimeout is stopped where it is, but
+	// the compiled code leaves native code at every loop iteration to check
+	// for that, which makes a step about 7× slower (see BENCHMARKS.md). With
+	// NoInterrupt the deadline is only detected when the call returns: the
+	// instance is then treated as trapped and replaced, but a call that never
+	// returns blocks its goroutine for good. The core is pure, bounded and
+	// loop-free per input, so NoInterrupt is a reasonable choice for hosts
+	// that multiplex thousands of groups.
+	NoInterrupt bool
 	// Logger receives the runtime's and its instances' logs (nil:
 	// slog.Default()).
 	Logger *slog.Logger
@@ -177,7 +187,7 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		WithCompilationCache(cache).
 		WithMemoryLimitPages(cfg.MemoryLimitPages).
 		WithMemoryCapacityFromMax(true).
-		WithCloseOnContextDone(true)
+		WithCloseOnContextDone(!cfg.NoInterrupt)
 	r.wr = wazero.NewRuntimeWithConfig(ctx, rc)
 	fail := func(err error) (*Runtime, error) {
 		r.wr.Close(ctx)

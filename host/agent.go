@@ -1,0 +1,783 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/hostfuncs"
+)
+
+// AgentConfig configures Runtime.NewAgent.
+type AgentConfig struct {
+	// Transport carries the groups' topics. The agent does not close it.
+	Transport hostfuncs.Transport
+	// Store keeps each group's term and vote. nil keeps them in memory
+	// (tests and demos only: a restarted process forgets its votes).
+	Store *hostfuncs.StateStore
+	// Clock is the monotonic clock handed to the core (nil: a real clock).
+	Clock hostfuncs.Clock
+	// Logger: nil means the runtime's.
+	Logger *slog.Logger
+	// OnTrap is called after the module trapped and the agent restored a
+	// new instance from the persisted state.
+	OnTrap func(err error)
+	// PublishTimeout bounds one Publish (default 5 s).
+	PublishTimeout time.Duration
+	// MaxPending bounds the received messages waiting for the next step;
+	// more are dropped and counted (default 65536).
+	MaxPending int
+}
+
+// Callbacks are an election's notifications, in the style of client-go's
+// leaderelection. They are called in order from one goroutine per election
+// (OnStartedLeading in a goroutine of its own); they must not block for long.
+type Callbacks struct {
+	// OnStartedLeading runs in its own goroutine when this agent starts
+	// leading term. ctx is cancelled when leadership is lost: stepped down,
+	// left, agent closed, or — in quorum mode — at the lease's end unless a
+	// quorum extended it. In quorum mode it is called only once a lease is
+	// held. Tag every action with term (the fencing token).
+	OnStartedLeading func(ctx context.Context, term uint64)
+	// OnStoppedLeading is called once after each OnStartedLeading, when its
+	// ctx is cancelled, with the reason.
+	OnStoppedLeading func(term uint64, reason string)
+	// OnNewLeader is called when the known leader changes ("" = none known).
+	OnNewLeader func(leader string, term uint64)
+}
+
+// Stats are an agent's counters.
+type Stats struct {
+	Traps         uint64 // module traps recovered from
+	Steps         uint64 // batches stepped
+	MessagesIn    uint64 // received messages handed to the core
+	MessagesOut   uint64 // messages published
+	Rejected      uint64 // inputs the core refused (EventRejected) or the host dropped as oversized
+	Dropped       uint64 // received messages dropped because too many were pending
+	PersistErrors uint64 // Store.Save failures (that batch's publishes were not sent)
+	PublishErrors uint64 // Publish failures
+	Groups        int    // groups joined
+	Transport     hostfuncs.Stats
+}
+
+type agentCounters struct {
+	steps, in, out, rejected, dropped, persistErrs, publishErrs atomic.Uint64
+}
+
+// Agent runs any number of elections (groups) on one module instance, over
+// one transport. One goroutine owns the instance: it batches what arrived
+// (messages, commands, joins) into one step, applies the output in the
+// core's order — persist, then publish, then events — and sleeps until the
+// next message or the core's WakeAt.
+type Agent struct {
+	rt     *Runtime
+	cfg    AgentConfig
+	logger *slog.Logger
+	clock  hostfuncs.Clock
+	store  stateStore
+	eng    *Engine
+	ctx    context.Context
+	cancel context.CancelFunc
+	pub    *publisher
+	kick   chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
+	c      agentCounters
+
+	mu        sync.Mutex
+	inbox     []core.Message
+	reqs      []*request
+	elections map[string]*Election
+	closing   bool
+
+	// owned by the loop goroutine
+	out    core.Output
+	wakeAt int64
+}
+
+type request struct {
+	join    *core.GroupSpec
+	el      *Election
+	cmd     *core.Command
+	resign  bool // Close: resign every group led
+	retried bool
+	done    chan error
+}
+
+// NewAgent starts an agent with no groups.
+func (r *Runtime) NewAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
+	if cfg.Transport == nil {
+		return nil, errors.New("host: AgentConfig.Transport is required")
+	}
+	a := &Agent{rt: r, cfg: cfg, logger: cfg.Logger, clock: cfg.Clock,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		elections: map[string]*Election{}}
+	if a.logger == nil {
+		a.logger = r.logger
+	}
+	if a.clock == nil {
+		a.clock = hostfuncs.NewRealClock()
+	}
+	if cfg.Store != nil {
+		a.store = cfg.Store
+	} else {
+		a.store = &memStore{m: map[string][]byte{}}
+	}
+	if a.cfg.PublishTimeout <= 0 {
+		a.cfg.PublishTimeout = 5 * time.Second
+	}
+	if a.cfg.MaxPending <= 0 {
+		a.cfg.MaxPending = 65536
+	}
+	eng, err := r.NewEngine(ctx, EngineConfig{Logger: a.logger, OnTrap: cfg.OnTrap})
+	if err != nil {
+		return nil, err
+	}
+	a.eng = eng
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.pub = newPublisher(a)
+	go a.loop()
+	return a, nil
+}
+
+// Join starts an election in cfg.Group with the state this agent persisted
+// for it before (none: a first start). It fails if the state exists but is
+// unusable (ErrStateUnusable), if the config is invalid, or if the group is
+// already joined by this agent.
+func (a *Agent) Join(ctx context.Context, cfg core.Config, cb Callbacks) (*Election, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("host: join %q: %w", cfg.Group, err)
+	}
+	st, err := loadState(a.store, cfg.ID, cfg.Group)
+	if err != nil {
+		return nil, err
+	}
+	el := &Election{a: a, cfg: cfg, cb: cb, disp: newDispatcher(), left: make(chan struct{})}
+	el.cfg.Members = append([]string(nil), cfg.Members...)
+	a.mu.Lock()
+	if a.closing {
+		a.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if _, dup := a.elections[cfg.Group]; dup {
+		a.mu.Unlock()
+		return nil, fmt.Errorf("host: group %q already joined by this agent", cfg.Group)
+	}
+	a.elections[cfg.Group] = el
+	a.mu.Unlock()
+	subCtx, cancel := context.WithCancel(a.ctx)
+	el.subCancel = cancel
+	drop := func() {
+		cancel()
+		el.disp.close()
+		a.mu.Lock()
+		delete(a.elections, cfg.Group)
+		a.mu.Unlock()
+	}
+	// Subscribe first: what arrives before the join is applied is stepped
+	// in the same batch as the join or later, never lost.
+	if err := a.cfg.Transport.Subscribe(subCtx, core.Topic(cfg.Group), a.deliver); err != nil {
+		drop()
+		return nil, fmt.Errorf("host: join %q: subscribe: %w", cfg.Group, err)
+	}
+	spec := core.GroupSpec{Config: el.cfg, State: st}
+	if err := a.submit(ctx, &request{join: &spec, el: el}); err != nil {
+		drop()
+		return nil, err
+	}
+	a.logger.Info("joined election", "group", cfg.Group, "id", cfg.ID, "term", st.Term, "mode", cfg.Mode)
+	return el, nil
+}
+
+// deliver is the transport's callback for every subscribed topic.
+func (a *Agent) deliver(m hostfuncs.Message) {
+	if len(m.Payload) > 2*core.MaxPayload || len(m.Topic) > 2*core.MaxIDLen {
+		a.c.rejected.Add(1)
+		return
+	}
+	a.mu.Lock()
+	if len(a.inbox) >= a.cfg.MaxPending {
+		a.mu.Unlock()
+		a.c.dropped.Add(1)
+		return
+	}
+	a.inbox = append(a.inbox, core.Message{Topic: m.Topic, Payload: m.Payload})
+	a.mu.Unlock()
+	a.wake()
+}
+
+func (a *Agent) wake() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// submit queues r for the next batch and waits for its outcome.
+func (a *Agent) submit(ctx context.Context, r *request) error {
+	r.done = make(chan error, 1)
+	a.mu.Lock()
+	if a.closing && !r.resign {
+		a.mu.Unlock()
+		return ErrClosed
+	}
+	a.reqs = append(a.reqs, r)
+	a.mu.Unlock()
+	a.wake()
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-a.done:
+		return ErrClosed
+	}
+}
+
+func (a *Agent) loop() {
+	defer close(a.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		select {
+		case <-a.kick:
+		case <-timer.C:
+		case <-a.stop:
+			return
+		}
+		more := a.step()
+		a.checkLeases()
+		if more {
+			a.wake()
+		}
+		timer.Reset(a.nextDelay())
+	}
+}
+
+// nextDelay is the time until the core's WakeAt or the first lease to end.
+func (a *Agent) nextDelay() time.Duration {
+	wake := a.wakeAt
+	for _, el := range a.snapshotElections() {
+		if el.leading && el.leaseUntil > 0 && (wake == 0 || el.leaseUntil < wake) {
+			wake = el.leaseUntil
+		}
+	}
+	if wake == 0 {
+		return time.Hour
+	}
+	return time.Duration(max(wake-a.clock.NowMs(), 0)) * time.Millisecond
+}
+
+func (a *Agent) snapshotElections() []*Election {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	els := make([]*Election, 0, len(a.elections))
+	for _, el := range a.elections {
+		els = append(els, el)
+	}
+	return els
+}
+
+// step runs one batch. It reports whether input is still pending.
+func (a *Agent) step() (more bool) {
+	a.mu.Lock()
+	var in core.Input
+	budget := core.MaxBatchBytes / 2
+	n := 0
+	for n < len(a.inbox) && budget > 0 {
+		budget -= len(a.inbox[n].Topic) + len(a.inbox[n].Payload) + 16
+		n++
+	}
+	in.Inbound = a.inbox[:n:n]
+	a.inbox = append([]core.Message(nil), a.inbox[n:]...)
+	reqs := a.reqs
+	a.reqs = nil
+	for _, r := range reqs {
+		switch {
+		case r.join != nil:
+			in.Join = append(in.Join, *r.join)
+		case r.cmd != nil:
+			in.Commands = append(in.Commands, *r.cmd)
+		case r.resign:
+			for g, el := range a.elections {
+				if el.isLeader {
+					in.Commands = append(in.Commands, core.Command{Kind: core.CmdResign, Group: g})
+				}
+			}
+		}
+	}
+	more = len(a.inbox) > 0
+	a.mu.Unlock()
+
+	in.Now, in.Wall = a.clock.NowMs(), time.Now().UnixMilli()
+	a.out.Reset()
+	err := a.eng.Step(&in, &a.out)
+	if err != nil {
+		t, trapped := asTrap(err)
+		if !trapped || !t.Restored {
+			a.logger.Error("step failed", "err", err)
+			a.failOrRetry(reqs, err)
+			a.wakeAt = a.clock.NowMs() + 100 // try again soon
+			return more
+		}
+		// The batch was lost; the restored instance's output (joins) is
+		// applied below. Requests are retried once in the next batch.
+		a.failOrRetry(reqs, err)
+		reqs = nil
+		in = core.Input{}
+	}
+	a.c.steps.Add(1)
+	a.c.in.Add(uint64(len(in.Inbound)))
+	a.apply(&a.out, &in, reqs)
+	a.wakeAt = a.out.WakeAt
+	return more
+}
+
+func (a *Agent) failOrRetry(reqs []*request, err error) {
+	var again []*request
+	for _, r := range reqs {
+		if r.retried {
+			r.done <- err
+			continue
+		}
+		r.retried = true
+		again = append(again, r)
+	}
+	if len(again) > 0 {
+		a.mu.Lock()
+		a.reqs = append(again, a.reqs...)
+		a.mu.Unlock()
+		a.wake()
+	}
+}
+
+// apply carries out one Output in the core's order.
+func (a *Agent) apply(out *core.Output, in *core.Input, reqs []*request) {
+	a.mu.Lock()
+	els := make(map[string]*Election, len(a.elections))
+	for g, el := range a.elections {
+		els[g] = el
+	}
+	a.mu.Unlock()
+
+	// 1. Persist, durably, before anything of this batch is sent.
+	persisted := true
+	for _, p := range out.Persist {
+		el := els[p.Group]
+		if el == nil {
+			continue // left in this batch
+		}
+		b, err := p.MarshalMsg(nil)
+		if err == nil {
+			err = a.store.Save(StateName(el.cfg.ID, p.Group), b)
+		}
+		if err != nil {
+			persisted = false
+			a.c.persistErrs.Add(1)
+			a.logger.Error("persisting election state failed; this batch's messages are not sent", "group", p.Group, "term", p.Term, "err", err)
+		}
+	}
+	// 2. Publish (in order, by the publisher goroutine).
+	if persisted {
+		a.pub.enqueue(out.Publishes)
+	}
+	// 3. Events.
+	rejected := map[string][]string{}
+	for _, ev := range out.Events {
+		el := els[ev.Group]
+		switch ev.Kind {
+		case core.EventRejected:
+			a.c.rejected.Add(1)
+			rejected[ev.Group] = append(rejected[ev.Group], ev.Reason)
+			a.logger.Debug("input rejected", "group", ev.Group, "reason", ev.Reason)
+		case core.EventLeaderChanged:
+			if el != nil {
+				el.newLeader(ev.Leader, ev.Term)
+			}
+		case core.EventBecameLeader:
+			if el != nil {
+				el.becameLeader(ev.Term, ev.LeaseUntil)
+			}
+		case core.EventLease:
+			if el != nil {
+				el.lease(ev.Term, ev.LeaseUntil)
+			}
+		case core.EventSteppedDown:
+			if el != nil {
+				el.steppedDown(ev.Term, ev.Reason)
+			}
+		case core.EventLeft:
+			if el != nil {
+				el.leave("left the group")
+			}
+		}
+	}
+	// 4. Answer the requests of this batch.
+	for _, r := range reqs {
+		r.done <- requestResult(r, rejected)
+	}
+}
+
+// requestResult finds the core's answer to a request among the rejections.
+func requestResult(r *request, rejected map[string][]string) error {
+	var group, prefix string
+	switch {
+	case r.join != nil:
+		group, prefix = r.join.Config.Group, "join:"
+	case r.cmd != nil:
+		group, prefix = r.cmd.Group, r.cmd.Kind.String()+":"
+	default:
+		return nil
+	}
+	for i, reason := range rejected[group] {
+		if strings.HasPrefix(reason, prefix) {
+			rejected[group] = append(rejected[group][:i], rejected[group][i+1:]...)
+			return fmt.Errorf("host: %s refused: %s", strings.TrimSuffix(prefix, ":"), reason)
+		}
+	}
+	return nil
+}
+
+// checkLeases ends leaderships whose lease ran out.
+func (a *Agent) checkLeases() {
+	now := a.clock.NowMs()
+	for _, el := range a.snapshotElections() {
+		if el.leading && el.leaseUntil > 0 && now >= el.leaseUntil {
+			el.stopLeading("lease expired")
+		}
+	}
+}
+
+// Stats returns the agent's counters.
+func (a *Agent) Stats() Stats {
+	a.mu.Lock()
+	groups := len(a.elections)
+	a.mu.Unlock()
+	return Stats{
+		Traps: a.eng.Traps(), Steps: a.c.steps.Load(), MessagesIn: a.c.in.Load(),
+		MessagesOut: a.c.out.Load(), Rejected: a.c.rejected.Load(), Dropped: a.c.dropped.Load(),
+		PersistErrors: a.c.persistErrs.Load(), PublishErrors: a.c.publishErrs.Load(),
+		Groups: groups, Transport: a.cfg.Transport.Stats(),
+	}
+}
+
+// Close resigns every group this agent leads (handing leadership to the best
+// live member), waits briefly (until ctx ends, at most 2 s) for those
+// messages to be published, then stops: subscriptions end, leaders' contexts
+// are cancelled, and the instance is closed. The transport is left open.
+func (a *Agent) Close(ctx context.Context) error {
+	a.mu.Lock()
+	if a.closing {
+		a.mu.Unlock()
+		<-a.done
+		return nil
+	}
+	a.closing = true
+	a.mu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	rerr := a.submit(wctx, &request{resign: true})
+	a.pub.waitIdle(wctx)
+	close(a.stop)
+	<-a.done
+	a.pub.close()
+	a.cancel()
+	for _, el := range a.snapshotElections() {
+		el.leave("agent closed")
+	}
+	err := a.eng.Close(ctx)
+	if rerr != nil && !errors.Is(rerr, context.DeadlineExceeded) {
+		return errors.Join(rerr, err)
+	}
+	return err
+}
+
+// Election is one group joined by an Agent.
+type Election struct {
+	a         *Agent
+	cfg       core.Config
+	cb        Callbacks
+	subCancel context.CancelFunc
+	disp      *dispatcher
+	left      chan struct{}
+	leftOnce  sync.Once
+
+	// owned by the agent's loop
+	isLeader   bool // the core says this agent leads term
+	leading    bool // OnStartedLeading's ctx is live
+	term       uint64
+	leaseUntil int64
+	leadCancel context.CancelFunc
+}
+
+// Config is the election's configuration as given to Join.
+func (e *Election) Config() core.Config { return e.cfg }
+
+// Status returns the core's snapshot of the group (ID and Group only if it
+// cannot be read, e.g. after Leave).
+func (e *Election) Status() core.Status {
+	st, ok, err := e.a.eng.Status(e.cfg.Group)
+	if err != nil || !ok {
+		return core.Status{Group: e.cfg.Group, ID: e.cfg.ID, Mode: e.cfg.Mode}
+	}
+	return st
+}
+
+// Resign hands leadership to the best live member. It fails if this agent
+// does not lead the group.
+func (e *Election) Resign(ctx context.Context) error {
+	return e.command(ctx, core.CmdResign, "")
+}
+
+// TransferTo hands leadership to member id.
+func (e *Election) TransferTo(ctx context.Context, id string) error {
+	return e.command(ctx, core.CmdTransfer, id)
+}
+
+// Campaign starts an election now instead of waiting for a timeout.
+func (e *Election) Campaign(ctx context.Context) error {
+	return e.command(ctx, core.CmdCampaign, "")
+}
+
+// Leave removes the group from the agent (resign first for a graceful
+// hand-off). Its persisted state is kept, so a later Join resumes its term.
+func (e *Election) Leave(ctx context.Context) error {
+	if err := e.command(ctx, core.CmdLeave, ""); err != nil {
+		return err
+	}
+	e.leave("left the group")
+	return nil
+}
+
+func (e *Election) command(ctx context.Context, kind core.CommandKind, target string) error {
+	select {
+	case <-e.left:
+		return fmt.Errorf("host: group %q: left", e.cfg.Group)
+	default:
+	}
+	return e.a.submit(ctx, &request{cmd: &core.Command{Kind: kind, Group: e.cfg.Group, Target: target}})
+}
+
+func (e *Election) newLeader(leader string, term uint64) {
+	if f := e.cb.OnNewLeader; f != nil {
+		e.disp.do(func() { f(leader, term) })
+	}
+}
+
+func (e *Election) becameLeader(term uint64, lease int64) {
+	if e.leading {
+		e.stopLeading("new term")
+	}
+	e.isLeader, e.term, e.leaseUntil = true, term, lease
+	if e.cfg.Mode == core.ModeBully || lease > e.a.clock.NowMs() {
+		e.startLeading()
+	}
+}
+
+func (e *Election) lease(term uint64, until int64) {
+	if !e.isLeader || term != e.term {
+		return
+	}
+	e.leaseUntil = until
+	if !e.leading && until > e.a.clock.NowMs() {
+		e.startLeading()
+	}
+}
+
+func (e *Election) steppedDown(term uint64, reason string) {
+	e.isLeader = false
+	if e.leading {
+		e.stopLeading(reason)
+	}
+}
+
+func (e *Election) startLeading() {
+	ctx, cancel := context.WithCancel(e.a.ctx)
+	e.leading, e.leadCancel = true, cancel
+	term := e.term
+	if f := e.cb.OnStartedLeading; f != nil {
+		e.disp.do(func() { go f(ctx, term) })
+	}
+	e.a.logger.Info("started leading", "group", e.cfg.Group, "id", e.cfg.ID, "term", term)
+}
+
+func (e *Election) stopLeading(reason string) {
+	if !e.leading {
+		return
+	}
+	e.leading = false
+	e.leadCancel()
+	term := e.term
+	if f := e.cb.OnStoppedLeading; f != nil {
+		e.disp.do(func() { f(term, reason) })
+	}
+	e.a.logger.Info("stopped leading", "group", e.cfg.Group, "id", e.cfg.ID, "term", term, "reason", reason)
+}
+
+// leave ends the election on the host side.
+func (e *Election) leave(reason string) {
+	e.leftOnce.Do(func() {
+		e.stopLeading(reason)
+		e.isLeader = false
+		e.subCancel()
+		e.disp.close()
+		close(e.left)
+		e.a.mu.Lock()
+		if e.a.elections[e.cfg.Group] == e {
+			delete(e.a.elections, e.cfg.Group)
+		}
+		e.a.mu.Unlock()
+	})
+}
+
+// dispatcher runs callbacks in order on its own goroutine.
+type dispatcher struct {
+	mu     sync.Mutex
+	q      []func()
+	wake   chan struct{}
+	closed bool
+}
+
+func newDispatcher() *dispatcher {
+	d := &dispatcher{wake: make(chan struct{}, 1)}
+	go d.run()
+	return d
+}
+
+func (d *dispatcher) do(f func()) {
+	d.mu.Lock()
+	if !d.closed {
+		d.q = append(d.q, f)
+	}
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (d *dispatcher) close() {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (d *dispatcher) run() {
+	for range d.wake {
+		for {
+			d.mu.Lock()
+			if len(d.q) == 0 {
+				closed := d.closed
+				d.mu.Unlock()
+				if closed {
+					return
+				}
+				break
+			}
+			f := d.q[0]
+			d.q = d.q[1:]
+			d.mu.Unlock()
+			f()
+		}
+	}
+}
+
+// publisher sends an agent's publishes in order, off the step loop.
+type publisher struct {
+	a      *Agent
+	mu     sync.Mutex
+	q      []core.Message
+	busy   bool
+	wake   chan struct{}
+	idle   chan struct{} // closed and replaced when the queue drains
+	closed bool
+}
+
+func newPublisher(a *Agent) *publisher {
+	p := &publisher{a: a, wake: make(chan struct{}, 1), idle: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+func (p *publisher) enqueue(ms []core.Message) {
+	if len(ms) == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.q = append(p.q, ms...)
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *publisher) run() {
+	for range p.wake {
+		for {
+			p.mu.Lock()
+			if len(p.q) == 0 || p.closed {
+				p.busy = false
+				close(p.idle)
+				p.idle = make(chan struct{})
+				closed := p.closed
+				p.mu.Unlock()
+				if closed {
+					return
+				}
+				break
+			}
+			m := p.q[0]
+			p.q = p.q[1:]
+			p.busy = true
+			p.mu.Unlock()
+			ctx, cancel := context.WithTimeout(p.a.ctx, p.a.cfg.PublishTimeout)
+			err := p.a.cfg.Transport.Publish(ctx, m.Topic, m.Payload)
+			cancel()
+			if err != nil {
+				p.a.c.publishErrs.Add(1)
+				p.a.logger.Warn("publish failed", "topic", m.Topic, "err", err)
+			} else {
+				p.a.c.out.Add(1)
+			}
+		}
+	}
+}
+
+// waitIdle waits until everything queued so far is published or ctx ends.
+func (p *publisher) waitIdle(ctx context.Context) {
+	for {
+		p.mu.Lock()
+		if len(p.q) == 0 && !p.busy {
+			p.mu.Unlock()
+			return
+		}
+		idle := p.idle
+		p.mu.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (p *publisher) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,211 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/hostfuncs"
+)
+
+// recorder collects an agent's callbacks.
+type recorder struct {
+	mu      sync.Mutex
+	id      string
+	leading map[uint64]bool // term -> ctx live
+	started []uint64
+	stopped []string
+	leaders []string
+}
+
+func (r *recorder) callbacks() Callbacks {
+	return Callbacks{
+		OnStartedLeading: func(ctx context.Context, term uint64) {
+			r.mu.Lock()
+			r.started = append(r.started, term)
+			r.leading[term] = true
+			r.mu.Unlock()
+			<-ctx.Done()
+			r.mu.Lock()
+			r.leading[term] = false
+			r.mu.Unlock()
+		},
+		OnStoppedLeading: func(term uint64, reason string) {
+			r.mu.Lock()
+			r.stopped = append(r.stopped, fmt.Sprintf("%d:%s", term, reason))
+			r.mu.Unlock()
+		},
+		OnNewLeader: func(leader string, term uint64) {
+			r.mu.Lock()
+			r.leaders = append(r.leaders, fmt.Sprintf("%s@%d", leader, term))
+			r.mu.Unlock()
+		},
+	}
+}
+
+func (r *recorder) isLeading() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, live := range r.leading {
+		if live {
+			return true
+		}
+	}
+	return false
+}
+
+type testAgent struct {
+	id  string
+	tr  *hostfuncs.MemTransport
+	ag  *Agent
+	el  *Election
+	rec *recorder
+}
+
+// fastConfig: 20 ms heartbeats, 100 ms election timeout.
+func fastConfig(id, group string, members []string) core.Config {
+	return core.Config{ID: id, Group: group, Members: members, HeartbeatMs: 20, ElectionTimeoutMs: 100}
+}
+
+func startAgents(t *testing.T, bus *hostfuncs.MemBus, ids []string, group string) []*testAgent {
+	t.Helper()
+	ctx := context.Background()
+	r := testRuntime(t)
+	var tas []*testAgent
+	for _, id := range ids {
+		ta := &testAgent{id: id, tr: bus.Transport(id), rec: &recorder{id: id, leading: map[uint64]bool{}}}
+		var err error
+		if ta.ag, err = r.NewAgent(ctx, AgentConfig{Transport: ta.tr}); err != nil {
+			t.Fatal(err)
+		}
+		if ta.el, err = ta.ag.Join(ctx, fastConfig(id, group, ids), ta.rec.callbacks()); err != nil {
+			t.Fatal(err)
+		}
+		tas = append(tas, ta)
+	}
+	t.Cleanup(func() {
+		for _, ta := range tas {
+			ta.ag.Close(ctx)
+		}
+	})
+	return tas
+}
+
+// waitLeader waits until exactly one live agent leads (callback ctx live,
+// core role leader) and every live agent knows it; it returns it.
+func waitLeader(t *testing.T, tas []*testAgent, dead map[string]bool, except string) *testAgent {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var leaders []*testAgent
+		agree := true
+		for _, ta := range tas {
+			if dead[ta.id] {
+				continue
+			}
+			st := ta.el.Status()
+			if st.Role == core.RoleLeader && ta.rec.isLeading() {
+				leaders = append(leaders, ta)
+			}
+			if st.Leader == "" || st.Leader == except {
+				agree = false
+			}
+		}
+		if len(leaders) == 1 && agree && leaders[0].id != except {
+			for _, ta := range tas {
+				if !dead[ta.id] && ta.el.Status().Leader != leaders[0].id {
+					agree = false
+				}
+			}
+			if agree {
+				return leaders[0]
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, ta := range tas {
+		t.Logf("%s: %+v leading=%v", ta.id, ta.el.Status(), ta.rec.isLeading())
+	}
+	t.Fatal("no single leader")
+	return nil
+}
+
+func TestAgentsElectFailoverResign(t *testing.T) {
+	bus := hostfuncs.NewMemBus(hostfuncs.MemOptions{Seed: 1, DelayMin: time.Millisecond, DelayMax: 3 * time.Millisecond})
+	t.Cleanup(func() { bus.Close() })
+	ids := []string{"a1", "a2", "a3", "a4"}
+	tas := startAgents(t, bus, ids, "demo")
+	dead := map[string]bool{}
+
+	l1 := waitLeader(t, tas, dead, "")
+	st1 := l1.el.Status()
+	t.Logf("first leader %s term %d", l1.id, st1.Term)
+	for _, ta := range tas {
+		ta.rec.mu.Lock()
+		n := len(ta.rec.leaders)
+		ta.rec.mu.Unlock()
+		if ta != l1 && n == 0 {
+			t.Errorf("%s: OnNewLeader never called", ta.id)
+		}
+	}
+
+	// Resign hands off to another member.
+	ctx := context.Background()
+	if err := l1.el.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2 := waitLeader(t, tas, dead, l1.id)
+	st2 := l2.el.Status()
+	if st2.Term <= st1.Term {
+		t.Fatalf("term did not advance: %d then %d", st1.Term, st2.Term)
+	}
+	l1.rec.mu.Lock()
+	stopped := append([]string(nil), l1.rec.stopped...)
+	l1.rec.mu.Unlock()
+	if len(stopped) == 0 {
+		t.Fatalf("%s: OnStoppedLeading not called after Resign", l1.id)
+	}
+	t.Logf("after resign: leader %s term %d (old leader stopped: %v)", l2.id, st2.Term, stopped)
+
+	// Kill the leader: its transport goes away (no resign), the rest elect.
+	dead[l2.id] = true
+	bus.Partition([]string{l2.id}, without(ids, l2.id))
+	l3 := waitLeader(t, tas, dead, l2.id)
+	if st3 := l3.el.Status(); st3.Term <= st2.Term {
+		t.Fatalf("term did not advance after the leader died: %d then %d", st2.Term, st3.Term)
+	}
+	// The cut-off old leader's lease runs out: its callback ctx is cancelled.
+	deadline := time.Now().Add(2 * time.Second)
+	for l2.rec.isLeading() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if l2.rec.isLeading() {
+		t.Fatal("partitioned leader still believes it leads after its lease")
+	}
+	t.Logf("after kill: leader %s term %d; stats %+v", l3.id, l3.el.Status().Term, l3.ag.Stats())
+
+	// Close hands off too.
+	bus.Heal()
+	delete(dead, l2.id)
+	_ = waitLeader(t, tas, dead, "")
+	lead := waitLeader(t, tas, dead, "")
+	if err := lead.ag.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dead[lead.id] = true
+	l5 := waitLeader(t, tas, dead, lead.id)
+	t.Logf("after close: leader %s", l5.id)
+}
+
+func without(ids []string, x string) []string {
+	var out []string
+	for _, id := range ids {
+		if id != x {
+			out = append(out, id)
+		}
+	}
+	return out
+}

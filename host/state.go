@@ -1,0 +1,76 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/hostfuncs"
+)
+
+// StateName is the name under which an Agent stores the persisted
+// core.GroupState (msgp) of agent id in group: "<id>=<group>", with '/'
+// written as "%2F" (state names cannot contain path separators).
+func StateName(id, group string) string {
+	esc := strings.NewReplacer("%", "%25", "/", "%2F")
+	return esc.Replace(id) + "=" + esc.Replace(group)
+}
+
+// stateStore is what an Agent needs of hostfuncs.StateStore.
+type stateStore interface {
+	Save(name string, data []byte) error
+	Load(name string) ([]byte, error)
+}
+
+// memStore is the in-memory store used when AgentConfig.Store is nil.
+type memStore struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (s *memStore) Save(name string, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[name] = append([]byte(nil), data...)
+	return nil
+}
+
+func (s *memStore) Load(name string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.m[name]
+	if !ok {
+		return nil, fmt.Errorf("state %q: %w", name, hostfuncs.ErrNotFound)
+	}
+	return append([]byte(nil), b...), nil
+}
+
+// ErrStateUnusable wraps a persisted state that exists but cannot be used
+// (corrupt, missing although it was saved before, or someone else's).
+var ErrStateUnusable = errors.New("persisted election state unusable")
+
+// loadState returns the persisted state of (id, group): the zero state if it
+// was never saved, an error wrapping ErrStateUnusable if it cannot be trusted.
+// It never falls back to term 0 for a state that existed: a member that
+// forgets its term and vote can vote twice in one term.
+func loadState(s stateStore, id, group string) (core.GroupState, error) {
+	name := StateName(id, group)
+	b, err := s.Load(name)
+	if errors.Is(err, hostfuncs.ErrNotFound) {
+		return core.GroupState{}, nil
+	}
+	hint := "; refusing to start from term 0 (this member could vote twice in one term): restore the state, or delete it on purpose (hostfuncs.StateStore.Delete) to reset the member"
+	if err != nil {
+		return core.GroupState{}, fmt.Errorf("host: group %q: %w: %w%s", group, ErrStateUnusable, err, hint)
+	}
+	var st core.GroupState
+	if rest, err := st.UnmarshalMsg(b); err != nil || len(rest) != 0 {
+		return core.GroupState{}, fmt.Errorf("host: group %q: %w: state %q does not decode (%v)%s", group, ErrStateUnusable, name, err, hint)
+	}
+	if st.Group != group {
+		return core.GroupState{}, fmt.Errorf("host: group %q: %w: state %q belongs to group %q%s", group, ErrStateUnusable, name, st.Group, hint)
+	}
+	return st, nil
+}
