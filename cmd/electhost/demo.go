@@ -1,5 +1,3 @@
-//go:build electhost_host
-
 package main
 
 import (
@@ -13,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -120,6 +119,7 @@ type demoAgent struct {
 	el    *host.Election
 	up    bool
 	pubs  uint64 // publishes of previous incarnations
+	quiet *atomic.Bool // set when this incarnation crashed: its callbacks are no longer shown
 }
 
 type demo struct {
@@ -265,7 +265,7 @@ func runDemo(ctx context.Context, o *demoOptions, stdout, stderr io.Writer) erro
 		}
 		leader, term = l, tm
 		sum.RejoinMs = el.Milliseconds()
-		d.event(crashed, "follows %s in term %d (was at term %d before the crash)", leader, term, oldTerm)
+		d.event(crashed, "rejoined: term %d, above its term %d before the crash", st.Term, oldTerm)
 		return el, fmt.Sprintf("%s back at term %d (had %d), following %s", crashed, st.Term, oldTerm, leader), nil
 	})
 
@@ -297,7 +297,7 @@ func runDemo(ctx context.Context, o *demoOptions, stdout, stderr io.Writer) erro
 		}
 	}
 	step("stop", func() (time.Duration, string, error) {
-		d.header("stop: every agent leaves (the leader resigns first)")
+		d.header("stop: the followers leave, then the leader resigns and leaves")
 		t0 := time.Now()
 		err := d.stopAll()
 		return time.Since(t0), "all agents closed", err
@@ -415,6 +415,8 @@ func (d *demo) startAgent(ctx context.Context, a *demoAgent) error {
 		return err
 	}
 	id := a.id
+	quiet := &atomic.Bool{}
+	a.quiet = quiet
 	cfg := core.Config{ID: id, Group: "demo", Mode: core.ModeQuorum, Members: d.members,
 		HeartbeatMs: d.o.heartbeat.Milliseconds(), ElectionTimeoutMs: d.o.electionTimeout.Milliseconds()}
 	el, err := agent.Join(ctx, cfg, host.Callbacks{
@@ -425,14 +427,18 @@ func (d *demo) startAgent(ctx context.Context, a *demoAgent) error {
 			}
 			d.leaders[term] = id
 			d.mu.Unlock()
-			d.event(id, "started leading term %d", term)
+			if !quiet.Load() {
+				d.event(id, "started leading term %d", term)
+			}
 		},
 		OnStoppedLeading: func(term uint64, reason string) {
-			d.event(id, "stopped leading term %d (%s)", term, reason)
+			if !quiet.Load() {
+				d.event(id, "stopped leading term %d (%s)", term, reason)
+			}
 		},
 		OnNewLeader: func(leader string, term uint64) {
-			if leader == "" {
-				d.event(id, "lost the leader (term %d)", term)
+			if leader != "" && leader != id && !quiet.Load() {
+				d.event(id, "follows %s (term %d)", leader, term)
 			}
 		},
 	})
@@ -450,6 +456,7 @@ func (d *demo) startAgent(ctx context.Context, a *demoAgent) error {
 // does afterwards (a resignation included) reaches the others, then its agent
 // and store are closed, as after a SIGKILL.
 func (d *demo) crash(a *demoAgent) {
+	a.quiet.Store(true)
 	a.pubs += a.tr.Stats().Published
 	a.tr.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)

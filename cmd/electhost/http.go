@@ -1,5 +1,3 @@
-//go:build electhost_host
-
 package main
 
 import (

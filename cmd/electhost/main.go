@@ -98,10 +98,10 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) (code
 	}
 	msg := strings.TrimSpace(err.Error())
 	msg = strings.ReplaceAll(msg, "\n", "; ")
-	fmt.Fprintf(stderr, "electhost: %s\n", msg)
 	if code == exitUsage {
-		fmt.Fprintf(stderr, "Run 'electhost %s--help' for usage.\n", subcommandOf(root, args))
+		msg += fmt.Sprintf(" (see 'electhost %s--help')", subcommandOf(root, args))
 	}
+	fmt.Fprintf(stderr, "electhost: %s\n", msg)
 	return code
 }
 

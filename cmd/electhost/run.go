@@ -1,5 +1,3 @@
-//go:build electhost_host
-
 package main
 
 import (
@@ -316,10 +314,6 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 
 	clock := hostfuncs.NewRealClock()
 	st := &agentState{}
-	var traps, cmdStarts uint64
-	_ = traps
-	_ = cmdStarts
-
 	agent, err := rt.NewAgent(ctx, host.AgentConfig{
 		Transport: tr, Store: store, Clock: clock, Logger: logger,
 		OnTrap: func(err error) {
@@ -385,16 +379,17 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		},
 	}
 	mets = metrics.New(o.group, o.id, func() metrics.Snapshot {
-		s := metrics.Snapshot{}
+		as := agent.Stats()
+		s := metrics.Snapshot{
+			MessagesIn: as.MessagesIn, MessagesOut: as.MessagesOut,
+			Rejected:    as.Rejected + as.Transport.Rejected,
+			PublishErrs: as.PublishErrors, Traps: as.Traps,
+		}
 		if el != nil {
 			cs := el.Status()
-			s.Elections, s.Term, s.Rejected = cs.Elections, cs.Term, cs.Rejected
+			s.Elections, s.Term = cs.Elections, cs.Term
 			s.IsLeader = cs.Role == core.RoleLeader
 		}
-		ts := tr.Stats()
-		s.MessagesIn, s.MessagesOut, s.PublishErrs = ts.Received, ts.Published, ts.PublishErrors
-		s.Rejected += ts.Rejected
-		s.Traps = agent.Stats().Traps
 		if sup != nil {
 			ss := sup.Stats()
 			s.CmdStarts, s.CmdKills = ss.Starts, ss.Kills

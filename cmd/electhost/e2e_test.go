@@ -1,0 +1,421 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/electcore/electcore/hostfuncs/natstest"
+	"github.com/electcore/electcore/internal/pilotstandin"
+)
+
+// cluster is a set of `electhost run` processes in one group.
+type cluster struct {
+	t         *testing.T
+	group     string
+	ids       []string
+	transport []string // --transport/--broker/... flags
+	env       []string
+	hb, et    time.Duration
+	latency   time.Duration // the bus's one-way latency bound
+	root      string        // state dirs and logs
+	shared    string        // the leader-only command's lock, log and overlaps
+
+	mu    sync.Mutex
+	procs map[string]*agentProc
+}
+
+type agentProc struct {
+	id       string
+	cmd      *exec.Cmd
+	httpAddr string
+	logPath  string
+	done     chan struct{}
+	exitCode int
+}
+
+func newCluster(t *testing.T, n int, transport, env []string, hb, et, latency time.Duration) *cluster {
+	needBinary(t)
+	c := &cluster{t: t, group: "e2e", transport: transport, env: env, hb: hb, et: et, latency: latency,
+		root: t.TempDir(), procs: map[string]*agentProc{}}
+	c.shared = filepath.Join(c.root, "shared")
+	os.Mkdir(c.shared, 0o755)
+	for i := range n {
+		c.ids = append(c.ids, fmt.Sprintf("a%d", i+1))
+	}
+	t.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, p := range c.procs {
+			select {
+			case <-p.done:
+			default:
+				p.cmd.Process.Signal(syscall.SIGKILL)
+				<-p.done
+			}
+		}
+		if t.Failed() {
+			for _, id := range c.ids {
+				b, _ := os.ReadFile(filepath.Join(c.root, id+".log"))
+				t.Logf("---- %s stderr (last 6000 bytes):\n%s", id, tail(b, 6000))
+			}
+			t.Logf("---- leader-only command log:\n%s", strings.Join(readLines(filepath.Join(c.shared, "log")), "\n"))
+		}
+	})
+	return c
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// start launches agent id (again, after a kill: same state directory).
+func (c *cluster) start(id string) *agentProc {
+	c.t.Helper()
+	p := &agentProc{id: id, httpAddr: freeAddr(c.t), logPath: filepath.Join(c.root, id+".log"), done: make(chan struct{})}
+	args := []string{"run", "--group", c.group, "--id", id, "--members", strings.Join(c.ids, ","),
+		"--heartbeat", c.hb.String(), "--election-timeout", c.et.String(),
+		"--state-dir", filepath.Join(c.root, "state-"+id), "--http", p.httpAddr, "--json", "--log-level", "debug"}
+	args = append(args, c.transport...)
+	args = append(args, "--", os.Args[0])
+	p.cmd = exec.Command(binPath, args...)
+	p.cmd.Env = append(append(os.Environ(), c.env...),
+		"ELECTCORE_WASM="+wasmPath,
+		"ELECTHOST_TEST_HELPER=leadercmd",
+		"ELECTHOST_TEST_DIR="+c.shared)
+	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	fmt.Fprintf(logf, "==== start %s\n", time.Now().Format(time.RFC3339Nano))
+	p.cmd.Stderr, p.cmd.Stdout = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		logf.Close()
+		if ee, ok := err.(*exec.ExitError); ok {
+			p.exitCode = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				p.exitCode = -int(ws.Signal())
+			}
+		}
+		close(p.done)
+	}()
+	c.mu.Lock()
+	c.procs[id] = p
+	c.mu.Unlock()
+	return p
+}
+
+func (c *cluster) proc(id string) *agentProc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.procs[id]
+}
+
+func (p *agentProc) alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+var httpClient = &http.Client{Timeout: 2 * time.Second}
+
+func (p *agentProc) get(path string) (int, string, error) {
+	resp, err := httpClient.Get("http://" + p.httpAddr + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+func (p *agentProc) status() (statusJSON, error) {
+	var s statusJSON
+	code, body, err := p.get("/status")
+	if err != nil {
+		return s, err
+	}
+	if code != 200 {
+		return s, fmt.Errorf("/status: %d %s", code, body)
+	}
+	return s, json.Unmarshal([]byte(body), &s)
+}
+
+// waitAgreement waits until every live agent but except reports the same
+// leader (not except) and term >= minTerm, and that leader reports itself
+// leading. It returns the leader, the term and the time it took.
+func (c *cluster) waitAgreement(except string, minTerm uint64, within time.Duration) (string, uint64, time.Duration) {
+	c.t.Helper()
+	t0 := time.Now()
+	var views []string
+	for time.Since(t0) < within {
+		views = views[:0]
+		leader, term, agree, n := "", uint64(0), true, 0
+		roles := map[string]string{}
+		for _, id := range c.ids {
+			p := c.proc(id)
+			if p == nil || !p.alive() || id == except {
+				continue
+			}
+			n++
+			s, err := p.status()
+			if err != nil {
+				views = append(views, id+": "+err.Error())
+				agree = false
+				continue
+			}
+			roles[id] = s.Role
+			views = append(views, fmt.Sprintf("%s: %s leader=%q term=%d", id, s.Role, s.Leader, s.Term))
+			if s.Leader == "" || s.Leader == except || s.Term < minTerm {
+				agree = false
+			} else if leader == "" {
+				leader, term = s.Leader, s.Term
+			} else if s.Leader != leader || s.Term != term {
+				agree = false
+			}
+		}
+		if agree && n > 0 && roles[leader] == "leader" {
+			return leader, term, time.Since(t0)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatalf("no agreed leader (not %q, term >= %d) within %v: %s", except, minTerm, within, strings.Join(views, "; "))
+	return "", 0, 0
+}
+
+// waitCommand waits until the leader-only command of term runs on leader.
+func (c *cluster) waitCommand(leader string, term uint64, within time.Duration) {
+	c.t.Helper()
+	want := fmt.Sprintf("%d %s", term, leader)
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(filepath.Join(c.shared, "lock")); err == nil && string(b) == want {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(filepath.Join(c.shared, "lock"))
+	c.t.Fatalf("the leader-only command of term %d on %s is not running within %v (lock: %q)", term, leader, within, b)
+}
+
+// checkCommandLog verifies from the commands' own log that no two ever ran
+// at once (every start is followed by its stop before the next start) and
+// that terms only grew.
+func (c *cluster) checkCommandLog() {
+	c.t.Helper()
+	if o := readLines(filepath.Join(c.shared, "overlaps")); len(o) > 0 {
+		c.t.Fatalf("two leader-only commands ran at once:\n%s", strings.Join(o, "\n"))
+	}
+	lines := readLines(filepath.Join(c.shared, "log"))
+	running := ""
+	var lastTerm uint64
+	starts := 0
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) < 3 {
+			c.t.Fatalf("bad log line %q", l)
+		}
+		term, _ := strconv.ParseUint(f[1], 10, 64)
+		switch f[0] {
+		case "start":
+			if running != "" {
+				c.t.Fatalf("command %s started while %s was running:\n%s", l, running, strings.Join(lines, "\n"))
+			}
+			if term < lastTerm {
+				c.t.Fatalf("term went back from %d to %d:\n%s", lastTerm, term, strings.Join(lines, "\n"))
+			}
+			running, lastTerm = l, term
+			starts++
+		case "stop":
+			running = ""
+		default:
+			c.t.Fatalf("unexpected log line %q:\n%s", l, strings.Join(lines, "\n"))
+		}
+	}
+	if starts == 0 {
+		c.t.Fatal("the leader-only command never ran")
+	}
+}
+
+func (c *cluster) signal(id string, sig syscall.Signal) {
+	c.t.Helper()
+	if err := c.proc(id).cmd.Process.Signal(sig); err != nil {
+		c.t.Fatalf("signal %s: %v", id, err)
+	}
+}
+
+func (c *cluster) waitExit(id string, within time.Duration) int {
+	c.t.Helper()
+	p := c.proc(id)
+	select {
+	case <-p.done:
+		return p.exitCode
+	case <-time.After(within):
+		c.t.Fatalf("%s did not exit within %v", id, within)
+		return 0
+	}
+}
+
+// scenario: election, leader SIGKILLed, failover within the bound, rejoin with
+// a higher term, SIGTERM hand-off, clean shutdown; the leader-only command
+// never runs twice at once.
+func (c *cluster) scenario() {
+	t := c.t
+	for _, id := range c.ids {
+		c.start(id)
+	}
+	// 1. First election (process start-up and module loading included).
+	leader, term, took := c.waitAgreement("", 1, 20*time.Second)
+	t.Logf("first election: %s leads term %d after %v", leader, term, took.Round(time.Millisecond))
+	c.waitCommand(leader, term, 5*time.Second)
+	lp := c.proc(leader)
+	if code, body, err := lp.get("/metrics"); err != nil || code != 200 || !strings.Contains(body, `electcore_is_leader{group="e2e",id="`+leader+`"} 1`) {
+		t.Fatalf("/metrics of the leader: %d %v\n%s", code, err, body)
+	}
+	for _, id := range c.ids {
+		if code, _, err := c.proc(id).get("/readyz"); err != nil || code != 200 {
+			t.Fatalf("/readyz of %s: %d %v", id, code, err)
+		}
+		if code, _, err := c.proc(id).get("/healthz"); err != nil || code != 200 {
+			t.Fatalf("/healthz of %s: %d %v", id, code, err)
+		}
+	}
+	st, _ := lp.status()
+	if st.LeaseRemainingMs <= 0 || len(st.Members) != len(c.ids) || st.LeaderCommand == nil || !st.LeaderCommand.Running {
+		t.Fatalf("leader /status: %+v", st)
+	}
+
+	// 2. `electhost status` sees the same leader.
+	code, out, errOut := runCLI(t, 30*time.Second, c.env, append([]string{"status", "--group", c.group, "--heartbeat", c.hb.String(), "--json"}, c.transport...)...)
+	var sr statusReport
+	if code != 0 || json.Unmarshal([]byte(out), &sr) != nil || sr.Leader != leader || sr.Term != term || len(sr.Members) != len(c.ids) {
+		t.Fatalf("electhost status: exit %d, %+v\nstdout: %s\nstderr: %s", code, sr, out, errOut)
+	}
+
+	// 3. SIGKILL the leader: a new leader within 2×ET + 5×latency + slack.
+	c.signal(leader, syscall.SIGKILL)
+	c.waitExit(leader, 5*time.Second)
+	killed, oldTerm := leader, term
+	bound := 2*c.et + 5*c.latency + time.Second
+	leader, term, took = c.waitAgreement(killed, oldTerm+1, bound+10*time.Second)
+	t.Logf("failover: %s leads term %d, %v after the SIGKILL of %s (bound %v)", leader, term, took.Round(time.Millisecond), killed, bound)
+	if took > bound {
+		t.Errorf("failover took %v, over the bound %v", took, bound)
+	}
+	c.waitCommand(leader, term, 5*time.Second)
+
+	// 4. Rejoin from the persisted state: a higher term than before the crash.
+	c.start(killed)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s, err := c.proc(killed).status()
+		if err == nil && s.Leader == leader && s.Term >= term {
+			if s.Term <= oldTerm {
+				t.Fatalf("%s rejoined at term %d, not above its term %d before the crash", killed, s.Term, oldTerm)
+			}
+			t.Logf("rejoin: %s follows %s at term %d (was %d)", killed, leader, s.Term, oldTerm)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not rejoin: %+v %v", killed, s, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// 5. SIGTERM the leader: it stops its command, resigns, exits 0; the
+	//    hand-off is faster than an election timeout would be.
+	resigner, prevTerm := leader, term
+	t0 := time.Now()
+	c.signal(resigner, syscall.SIGTERM)
+	leader, term, _ = c.waitAgreement(resigner, prevTerm+1, 2*c.et+10*time.Second)
+	took = time.Since(t0)
+	t.Logf("hand-off: %s → %s, term %d, %v after SIGTERM", resigner, leader, term, took.Round(time.Millisecond))
+	if code := c.waitExit(resigner, 10*time.Second); code != 0 {
+		t.Fatalf("%s exited %d after SIGTERM, want 0", resigner, code)
+	}
+	if took > c.et+5*c.latency+time.Second {
+		t.Errorf("hand-off took %v: not faster than a timeout-driven election", took)
+	}
+	c.waitCommand(leader, term, 5*time.Second)
+
+	// 6. Everyone stops cleanly.
+	for _, id := range c.ids {
+		if p := c.proc(id); p.alive() {
+			c.signal(id, syscall.SIGTERM)
+		}
+	}
+	for _, id := range c.ids {
+		if code := c.waitExit(id, 15*time.Second); code != 0 {
+			t.Errorf("%s exited %d after SIGTERM, want 0", id, code)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(c.shared, "lock")); !os.IsNotExist(err) {
+		t.Errorf("the leader-only command did not clean up (lock still there)")
+	}
+	c.checkCommandLog()
+}
+
+func TestE2ENATS(t *testing.T) {
+	url, _ := natstest.Start(t)
+	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil,
+		100*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond)
+	c.scenario()
+}
+
+func TestE2EPilot(t *testing.T) {
+	pilotctl := pilotstandin.Build(t)
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"node-1"}})
+	c := newCluster(t, 3, []string{"--transport", "pilot", "--broker", "node-1", "--pilotctl", pilotctl}, d.Env(),
+		200*time.Millisecond, 1200*time.Millisecond, 150*time.Millisecond)
+	c.scenario()
+}
+
+func TestDemoCommand(t *testing.T) {
+	code, stdout, stderr := runCLI(t, 3*time.Minute, nil, "demo", "--json")
+	var sum demoSummary
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
+		t.Fatalf("demo --json: exit %d, %v\nstdout: %s\nstderr: %s", code, err, stdout, stderr)
+	}
+	if code != 0 || !sum.OK {
+		t.Fatalf("demo failed (exit %d): %+v\nstderr: %s", code, sum, stderr)
+	}
+	t.Logf("demo: first election %d ms, failover %d ms, rejoin %d ms, hand-off %d ms", sum.FirstElectionMs, sum.FailoverMs, sum.RejoinMs, sum.HandoffMs)
+	if sum.Agents != 5 || sum.FirstElectionMs <= 0 || sum.FailoverMs <= 0 || sum.HandoffMs <= 0 {
+		t.Fatalf("implausible summary %+v", sum)
+	}
+	// The timeline version, on the in-memory bus.
+	code, stdout, stderr = runCLI(t, 3*time.Minute, nil, "demo", "--transport", "mem", "--agents", "3")
+	if code != 0 || !strings.Contains(stdout, "STEP") || !strings.Contains(stdout, "hand-off") {
+		t.Fatalf("demo --transport mem: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The e2e tests run the real binary, built once here, against a real embedded
+// NATS server and the pilotctl stand-in. The binary's electcore.wasm is the
+// repo root's (make wasm) or, if missing, one built here.
+var (
+	binPath  string // electhost
+	wasmPath string // electcore.wasm
+	buildErr error
+)
+
+func TestMain(m *testing.M) {
+	switch os.Getenv("ELECTHOST_TEST_HELPER") {
+	case "leadercmd":
+		os.Exit(leaderCmdMain())
+	}
+	dir, err := os.MkdirTemp("", "electhost-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	buildErr = build(dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func build(dir string) error {
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	binPath = filepath.Join(dir, "electhost")
+	if out, err := exec.Command(goBin, "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	wasmPath, _ = filepath.Abs(filepath.Join("..", "..", "electcore.wasm"))
+	if _, err := os.Stat(wasmPath); err == nil {
+		return nil
+	}
+	wasmPath = filepath.Join(dir, "electcore.wasm")
+	cmd := exec.Command(goBin, "build", "-buildmode=c-shared", "-ldflags=-s -w", "-o", wasmPath, "./wasm")
+	cmd.Dir = filepath.Join("..", "..")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building electcore.wasm: %v\n%s", err, out)
+	}
+	return nil
+}
+
+func needBinary(t *testing.T) {
+	t.Helper()
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+}
+
+// leaderCmdMain is the leader-only command of the e2e tests. It claims
+// $ELECTHOST_TEST_DIR/lock with O_CREATE|O_EXCL: if the file exists, another
+// agent's command is running (or did not clean up): it records an overlap.
+// It removes the lock on SIGTERM. Every start and stop is appended to
+// $ELECTHOST_TEST_DIR/log as "start|stop <term> <leader> <unix ns>".
+func leaderCmdMain() int {
+	dir := os.Getenv("ELECTHOST_TEST_DIR")
+	term, leader := os.Getenv("ELECT_TERM"), os.Getenv("ELECT_LEADER")
+	logLine := func(what string) {
+		f, err := os.OpenFile(filepath.Join(dir, "log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err == nil {
+			fmt.Fprintf(f, "%s %s %s %d\n", what, term, leader, time.Now().UnixNano())
+			f.Close()
+		}
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM)
+	lock := filepath.Join(dir, "lock")
+	f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		held, _ := os.ReadFile(lock)
+		logLine("overlap(" + strings.TrimSpace(string(held)) + ")")
+		o, _ := os.OpenFile(filepath.Join(dir, "overlaps"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		fmt.Fprintf(o, "term %s leader %s found the lock held by %q\n", term, leader, held)
+		o.Close()
+		return 3
+	}
+	fmt.Fprintf(f, "%s %s", term, leader)
+	f.Close()
+	logLine("start")
+	if os.Getenv("ELECT_GROUP") == "" {
+		logLine("no-ELECT_GROUP")
+	}
+	<-sigs
+	os.Remove(lock)
+	logLine("stop")
+	return 0
+}
+
+// readLines returns the lines of a file (nil if it does not exist).
+func readLines(path string) []string {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return []string{err.Error()}
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines
+}
+
+// runCLI runs the binary to completion (with a deadline) and returns its exit
+// code, stdout and stderr.
+func runCLI(t *testing.T, timeout time.Duration, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	needBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, args...)
+	cmd.Env = append(append(os.Environ(), "ELECTCORE_WASM="+wasmPath), env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("electhost %s: still running after %v (hang)\nstderr: %s", strings.Join(args, " "), timeout, stderr.String())
+	}
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("electhost %s: %v", strings.Join(args, " "), err)
+	}
+	return code, stdout.String(), stderr.String()
+}
