@@ -109,8 +109,10 @@ type swarm struct {
 }
 
 type swarmNode struct {
-	id    string
-	st    interface{ Step(*core.Input, *core.Output) error }
+	id string
+	st interface {
+		Step(*core.Input, *core.Output) error
+	}
 	up    bool
 	state core.GroupState
 	wake  int64

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -125,4 +126,11 @@ func testCacheDir() string {
 		return d
 	}
 	return ""
+}
+
+type slogLogger = slog.Logger
+
+// discardLogger drops everything (for tests that provoke errors on purpose).
+func discardLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
