@@ -16,7 +16,7 @@ func (g *group) tickBully(e *Engine) {
 	case g.role == RoleLeader:
 		g.heartbeat(e, typeHeartbeat)
 	case g.role == RoleCandidate && now >= g.collectEnd:
-		g.becomeLeaderBully(e)
+		g.becomeLeaderBully(e, g.claimTerm)
 	case now >= g.electionDeadline:
 		g.campaignBully(e)
 	}
@@ -28,14 +28,22 @@ func (g *group) campaignBully(e *Engine) {
 	g.role = RoleCandidate
 	g.setLeader(e, "", 0)
 	g.collectEnd = e.now + g.cfg.CollectMs
+	g.claimTerm = g.term
 	g.resetElectionTimer(e.now)
 	g.sendElection(e, g.term, false)
 }
 
-func (g *group) becomeLeaderBully(e *Engine) {
+// becomeLeaderBully claims term, which is the term this agent campaigned for
+// (or was handed), never one merely heard: while collecting, a lesser
+// candidate's election can raise our term to the one that candidate itself
+// will claim if it misses our election, and two leaders of one term on a
+// connected network is what the simulator caught (seed 5 of the bully fault
+// mix). The lesser candidate hears our election within its own collect
+// window and defers, so our claim of the term we announced is the only one.
+func (g *group) becomeLeaderBully(e *Engine, term uint64) {
 	g.role = RoleLeader
-	g.setLeader(e, g.cfg.ID, g.term)
-	e.event(Event{Kind: EventBecameLeader, Group: g.cfg.Group, Term: g.term, Leader: g.cfg.ID})
+	g.setLeader(e, g.cfg.ID, term)
+	e.event(Event{Kind: EventBecameLeader, Group: g.cfg.Group, Term: term, Leader: g.cfg.ID})
 	g.heartbeat(e, typeLeader)
 }
 
@@ -73,10 +81,15 @@ func (g *group) onCandidacy(e *Engine, m *wireMsg, c *member) {
 	switch {
 	case g.role == RoleLeader:
 		g.heartbeat(e, typeHeartbeat) // a live leader answers at once
-	case g.role == RoleCandidate && better:
-		g.role = RoleFollower // defer; its victory should follow
+	case better && g.role != RoleLeader:
+		// Defer: its victory should follow. Deferring counts as contact, so
+		// that we neither campaign nor bully a lesser candidate while the
+		// better one collects; otherwise our candidacy raises the better
+		// one's term mid-collection and two claims of one term follow.
+		g.role = RoleFollower
+		g.lastLeaderContact = now
 		g.resetElectionTimer(now)
-	case g.role == RoleFollower && !better && now-g.lastLeaderContact >= g.cfg.ElectionTimeoutMs:
+	case g.role == RoleFollower && now-g.lastLeaderContact >= g.cfg.ElectionTimeoutMs:
 		g.campaignBully(e) // no live leader and we outrank it: bully it
 	}
 }
@@ -115,7 +128,7 @@ func (g *group) onResignBully(e *Engine, m *wireMsg) {
 	switch m.To {
 	case g.cfg.ID:
 		g.setTerm(max(g.term, m.Term) + 1)
-		g.becomeLeaderBully(e)
+		g.becomeLeaderBully(e, g.term)
 	case "":
 		g.lastLeaderContact = now - g.cfg.ElectionTimeoutMs
 		g.resetElectionTimer(now - g.cfg.ElectionTimeoutMs) // campaign at once, best first

@@ -40,6 +40,7 @@ type group struct {
 	campaignAt int64    // when the vote requests went out
 	handoff    bool     // candidate by a leader's hand-off: no vote requests, no lease from votes
 	collectEnd int64    // bully: declare victory at this time
+	claimTerm  uint64   // bully: the term this candidacy announced
 
 	// Leader state.
 	heartbeatAt int64 // next heartbeat

@@ -1,0 +1,174 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/electcore/electcore/core"
+)
+
+// Invariant names, as reported in Violation.Invariant.
+const (
+	InvElectionSafety = "election-safety"  // two leaders in one term
+	InvLease          = "lease-exclusivity" // two valid leases at one real instant
+	InvTermDecrease   = "term-decreased"    // a node's persisted term went down
+	InvDoubleVote     = "double-vote"       // two different votes in one term
+	InvPersist        = "persist-before-send"
+	InvLiveness       = "liveness"   // no agreed leader within the bound after the faults
+	InvWire           = "wire"       // the core rejected a payload the core produced
+	InvStepError      = "step-error" // the Stepper failed
+)
+
+// pubMsg is the part of a wire message the checker reads.
+type pubMsg struct {
+	Type      string `json:"type"`
+	Candidate string `json:"candidate"`
+	To        string `json:"to"`
+	Term      uint64 `json:"term"`
+	Pre       bool   `json:"pre"`
+	Granted   bool   `json:"granted"`
+}
+
+func (w *world) violation(inv, detail string, nodes ...int) {
+	v := Violation{Invariant: inv, Seed: w.Seed, AtMs: w.now, Detail: detail}
+	for _, i := range nodes {
+		v.Nodes = append(v.Nodes, w.nodes[i].id)
+	}
+	w.res.Violations = append(w.res.Violations, v)
+}
+
+// checkPersist: terms never decrease on a node, across restarts; a vote is
+// never changed within a term.
+func (w *world) checkPersist(n *node, p core.GroupState) {
+	if p.Term < n.maxTerm {
+		w.violation(InvTermDecrease, fmt.Sprintf("%s persisted term %d after term %d", n.id, p.Term, n.maxTerm), n.idx)
+	}
+	n.maxTerm = max(n.maxTerm, p.Term)
+	if p.Vote != "" {
+		w.recordVote(n, p.Term, p.Vote, "persisted")
+	}
+}
+
+func (w *world) recordVote(n *node, term uint64, cand, how string) {
+	if prev, ok := n.votes[term]; ok && prev != cand {
+		w.violation(InvDoubleVote, fmt.Sprintf("%s voted for %s and %s (%s) in term %d", n.id, prev, cand, how, term), n.idx)
+		return
+	}
+	n.votes[term] = cand
+}
+
+// checkPublish: every vote a node sends (a granted vote, its own candidacy,
+// the vote a resign implies) is recorded against double votes, and must be
+// covered by the state it persisted before sending (persist-before-send).
+func (w *world) checkPublish(n *node, payload []byte) {
+	var m pubMsg
+	if err := json.Unmarshal(payload, &m); err != nil {
+		w.violation(InvWire, fmt.Sprintf("%s published an undecodable payload %q: %v", n.id, payload, err), n.idx)
+		return
+	}
+	if w.Mode != core.ModeQuorum {
+		return
+	}
+	var term uint64
+	var cand string
+	switch {
+	case m.Type == "vote" && m.Granted && !m.Pre:
+		term, cand = m.Term, m.Candidate
+	case m.Type == "election" && !m.Pre:
+		term, cand = m.Term, n.id
+	case m.Type == "resign" && m.To != "":
+		term, cand = m.Term+1, m.To
+	default:
+		return
+	}
+	w.recordVote(n, term, cand, m.Type+" sent")
+	if p := n.persisted; p.Term < term || p.Term == term && p.Vote != cand {
+		w.violation(InvPersist, fmt.Sprintf("%s sent %s for %s in term %d with persisted term %d vote %q", n.id, m.Type, cand, term, p.Term, p.Vote), n.idx)
+	}
+}
+
+func (w *world) onEvent(n *node, ev *core.Event) {
+	switch ev.Kind {
+	case core.EventBecameLeader:
+		if ev.Term > n.maxTerm {
+			w.violation(InvPersist, fmt.Sprintf("%s leads term %d but persisted only term %d", n.id, ev.Term, n.maxTerm), n.idx)
+		}
+		w.res.Elections++
+		w.checkElection(n, ev.Term)
+		w.setLeader(n, true, ev.Term)
+		w.setKnown(n, n.idx)
+		n.leaseEnd, n.leaseUntil = 0, 0
+		if ev.LeaseUntil > 0 {
+			w.lease(n, ev.LeaseUntil)
+		}
+		w.sc.elected(n, ev.Term)
+	case core.EventLease:
+		if !n.leader || ev.Term != n.leaderTerm {
+			w.violation(InvLease, fmt.Sprintf("%s got a lease for term %d while not leading it", n.id, ev.Term), n.idx)
+			return
+		}
+		w.lease(n, ev.LeaseUntil)
+	case core.EventSteppedDown:
+		w.setLeader(n, false, 0)
+	case core.EventLeaderChanged:
+		k := -1
+		if ev.Leader != "" {
+			var ok bool
+			if k, ok = w.byID[ev.Leader]; !ok {
+				w.violation(InvWire, fmt.Sprintf("%s follows unknown leader %q", n.id, ev.Leader), n.idx)
+				k = -1
+			}
+		}
+		w.setKnown(n, k)
+	case core.EventRejected:
+		w.res.Rejected++
+		r := ev.Reason
+		if strings.HasPrefix(r, "malformed") || strings.HasPrefix(r, "unknown type") ||
+			strings.HasPrefix(r, "oversized") || strings.HasPrefix(r, "join") || strings.HasPrefix(r, "wrong group") ||
+			strings.HasPrefix(r, "sender") || strings.Contains(r, " sent by ") {
+			w.violation(InvWire, n.id+" rejected a payload the core produced: "+r, n.idx)
+		}
+	}
+}
+
+// checkElection: at most one leader per term. Always in quorum mode; in bully
+// mode only when the network was connected (see Violation and doc.go) from
+// CollectMs plus one maximum delay before the first of the two elections to
+// the second.
+func (w *world) checkElection(n *node, term uint64) {
+	prev, ok := w.terms[term]
+	if !ok {
+		w.terms[term] = leaderAt{n.idx, w.now}
+		return
+	}
+	if prev.node == n.idx {
+		return
+	}
+	if w.Mode == core.ModeBully {
+		window := w.cfg.CollectMs + w.cfg.CollectMs*w.cfg.MaxDriftPPM/1_000_000 + 1 + w.dmax
+		if !w.connected(prev.at-window, w.now) {
+			w.res.SplitBrains++
+			return
+		}
+	}
+	w.violation(InvElectionSafety, fmt.Sprintf("%s and %s both lead term %d (elected at %d and %d)",
+		w.nodes[prev.node].id, n.id, term, prev.at, w.now), prev.node, n.idx)
+}
+
+// lease records that n now believes it holds a lease until its local time
+// until, and checks that no other node believes the same at this instant.
+func (w *world) lease(n *node, until int64) {
+	end := n.realAt(until) // valid while local < until: real times before end
+	if end <= w.now {
+		return
+	}
+	for _, m := range w.nodes {
+		if m != n && m.up && m.leader && m.leaseEnd > w.now {
+			w.violation(InvLease, fmt.Sprintf("%s (term %d) took a lease until real %d while %s (term %d) holds one until real %d",
+				n.id, n.leaderTerm, end, m.id, m.leaderTerm, m.leaseEnd), m.idx, n.idx)
+		}
+	}
+	n.leaseEnd = max(n.leaseEnd, end)
+	n.leaseUntil = until
+}

@@ -1,0 +1,298 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/electcore/electcore/core"
+)
+
+// Stepper is one node's election engine: native core.Engine or the wasm module.
+type Stepper interface {
+	Step(in *core.Input, out *core.Output) error
+}
+
+// NewNative returns the default Stepper: a fresh native core.Engine.
+func NewNative(id string) (Stepper, error) { return native{core.NewEngine()}, nil }
+
+type native struct{ e *core.Engine }
+
+func (n native) Step(in *core.Input, out *core.Output) error {
+	n.e.Step(in, out)
+	return nil
+}
+
+// Scenario selects what a run does.
+type Scenario string
+
+const (
+	// ScenarioFaults (the default): a fault phase with the whole fault mix
+	// (loss, duplication, delay outliers, partitions, crashes, broker
+	// outages, wall-clock jumps, random commands), then a quiet phase in
+	// which liveness is checked.
+	ScenarioFaults Scenario = "faults"
+	// ScenarioFailover: a quiet network; the settled leader is crashed Cycles
+	// times (and restarted once the swarm has a new leader). Measures the
+	// failover time and the publishes per election.
+	ScenarioFailover Scenario = "failover"
+	// ScenarioResign: a quiet network; the settled leader resigns Cycles
+	// times. Measures the hand-off time.
+	ScenarioResign Scenario = "resign"
+	// ScenarioHeal: the swarm is split into two halves until each side has a
+	// settled leader (bully) or the majority side has one (quorum), then
+	// healed, Cycles times. Measures the time to converge on one leader.
+	ScenarioHeal Scenario = "heal"
+)
+
+// Options configure one simulated run. The zero value (but for Seed) is a
+// fault-mix run in quorum mode with swarm size, timings and faults drawn from
+// the seed.
+type Options struct {
+	Seed     uint64    `json:"seed"`
+	Mode     core.Mode `json:"mode"`               // default quorum
+	Scenario Scenario  `json:"scenario,omitempty"` // default faults
+	// Nodes is the swarm size; 0 draws 3..7 from the seed (faults) or uses 5.
+	Nodes int `json:"nodes"`
+	// Config is the template of every node's configuration; the simulator
+	// fills ID, Group and Members (and Priority, in the fault mix, unless
+	// set). Zero timings: the core's defaults, except in the fault mix,
+	// where HeartbeatMs and ElectionTimeoutMs are drawn from the seed
+	// (300–500 ms, 1400–2500 ms) when both are 0.
+	Config core.Config `json:"config"`
+	// LatencyMs is the base one-way delay (default 100) and JitterMs the
+	// uniform jitter around it (default LatencyMs/2 in the fault mix,
+	// LatencyMs/5 otherwise; -1 for none). Delays never go below 1 ms.
+	LatencyMs int64 `json:"latency_ms"`
+	JitterMs  int64 `json:"jitter_ms"`
+	// FaultMs is the length of the fault phase (default 8 election
+	// timeouts). The quiet phase that follows lasts until every message sent
+	// in the fault phase has arrived, plus the liveness bound, plus two
+	// election timeouts.
+	FaultMs int64 `json:"fault_ms"`
+	// Faults is the fault mix; nil draws one from the seed.
+	Faults *FaultMix `json:"faults,omitempty"`
+	// Cycles is how many crashes, resigns or heals the measuring scenarios
+	// perform (default 10).
+	Cycles int `json:"cycles"`
+	// NewStepper, if set, makes a fresh engine for a node (also on every
+	// restart); default NewNative.
+	NewStepper func(id string) (Stepper, error) `json:"-"`
+	// Record keeps the full Trace in the Result (memory grows with the run).
+	Record bool `json:"-"`
+}
+
+// FaultMix says how hostile the network and the environment are during the
+// fault phase. Probabilities are per delivery (each subscriber of a publish
+// draws separately).
+type FaultMix struct {
+	Loss         float64 `json:"loss"`           // a delivery is lost
+	Dup          float64 `json:"dup"`            // a delivery arrives twice
+	Outlier      float64 `json:"outlier"`        // a delivery is delayed up to OutlierMaxMs
+	OutlierMaxMs int64   `json:"outlier_max_ms"` // default 3 election timeouts
+	Partitions   int     `json:"partitions"`     // partition episodes (symmetric, asymmetric, one-way, isolation)
+	Crashes      int     `json:"crashes"`        // crash + restart episodes (some in the middle of a step)
+	Outages      int     `json:"outages"`        // broker outages: every message dropped
+	WallJumps    int     `json:"wall_jumps"`     // the wall clock jumps by up to a day either way
+	Commands     int     `json:"commands"`       // random campaign, resign and transfer commands
+}
+
+// drawFaults picks a fault mix from the seed: calm seeds (so that bully's
+// connected-network safety is exercised) as well as hostile ones.
+func drawFaults(r *rand.Rand, et int64) *FaultMix {
+	f := &FaultMix{OutlierMaxMs: 3 * et}
+	intensity := r.IntN(4) // 0 calm .. 3 hostile
+	probs := [...]float64{0, 0.005, 0.03, 0.15}
+	f.Loss = probs[r.IntN(intensity+1)]
+	f.Dup = probs[r.IntN(intensity+1)]
+	f.Outlier = probs[r.IntN(intensity+1)] / 3
+	f.Partitions = r.IntN(3*intensity + 1)
+	f.Crashes = r.IntN(3*intensity + 2)
+	f.Outages = r.IntN(intensity + 1)
+	f.WallJumps = r.IntN(3)
+	f.Commands = r.IntN(4)
+	return f
+}
+
+// setup is a normalised Options plus what was drawn from the seed.
+type setup struct {
+	Options
+	cfg      core.Config // normalised template (timings filled in)
+	ids      []string
+	prios    []uint32
+	latency  int64
+	jitter   int64
+	dmax     int64 // the largest normal one-way delay
+	faultEnd int64 // real time the fault phase ends (faults scenario)
+	bound    int64 // liveness bound (ms after the heal)
+}
+
+func (o Options) normalize() (*setup, error) {
+	s := &setup{Options: o}
+	if s.Mode == "" {
+		s.Mode = core.ModeQuorum
+	}
+	if s.Mode != core.ModeQuorum && s.Mode != core.ModeBully {
+		return nil, fmt.Errorf("sim: mode %q", s.Mode)
+	}
+	if s.Scenario == "" {
+		s.Scenario = ScenarioFaults
+	}
+	switch s.Scenario {
+	case ScenarioFaults, ScenarioFailover, ScenarioResign, ScenarioHeal:
+	default:
+		return nil, fmt.Errorf("sim: scenario %q", s.Scenario)
+	}
+	// The seed's own stream for drawing the setup; the run uses others.
+	r := rand.New(rand.NewPCG(s.Seed, 0x5e7a9))
+	if s.Nodes == 0 {
+		s.Nodes = 5
+		if s.Scenario == ScenarioFaults {
+			s.Nodes = 3 + r.IntN(5)
+		}
+	}
+	if s.Nodes < 1 || s.Nodes > core.MaxMembers {
+		return nil, fmt.Errorf("sim: %d nodes", s.Nodes)
+	}
+	if s.Scenario == ScenarioHeal && s.Nodes < 2 {
+		return nil, errors.New("sim: heal needs two nodes")
+	}
+	cfg := s.Config
+	if s.Scenario == ScenarioFaults && cfg.HeartbeatMs == 0 && cfg.ElectionTimeoutMs == 0 {
+		cfg.HeartbeatMs = 300 + 10*r.Int64N(21)
+		cfg.ElectionTimeoutMs = max(3*cfg.HeartbeatMs, 1400+10*r.Int64N(111))
+		if r.IntN(4) == 0 {
+			cfg.MaxDriftPPM = []int64{1_000, 30_000, 50_000}[r.IntN(3)]
+		}
+	}
+	s.ids = make([]string, s.Nodes)
+	width := len(fmt.Sprint(s.Nodes - 1))
+	for i := range s.ids {
+		s.ids[i] = fmt.Sprintf("n%0*d", width, i)
+	}
+	s.prios = make([]uint32, s.Nodes)
+	if cfg.Priority != 0 {
+		for i := range s.prios {
+			s.prios[i] = cfg.Priority
+		}
+	} else if s.Scenario == ScenarioFaults && r.IntN(3) == 0 {
+		for i := range s.prios {
+			s.prios[i] = 1 + uint32(r.IntN(3)) // many ties: the id decides
+		}
+	}
+	cfg.ID, cfg.Group = s.ids[0], "g"
+	if s.Mode == core.ModeQuorum || s.Scenario == ScenarioFaults && r.IntN(2) == 0 {
+		cfg.Members = s.ids
+	}
+	cfg.Mode = s.Mode
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("sim: config: %w", err)
+	}
+	// Fill in the defaults the core will apply, for the simulator's own use.
+	if cfg.HeartbeatMs == 0 {
+		cfg.HeartbeatMs = core.DefaultHeartbeatMs
+	}
+	if cfg.ElectionTimeoutMs == 0 {
+		cfg.ElectionTimeoutMs = max(core.DefaultElectionTimeoutMs, 3*cfg.HeartbeatMs)
+	}
+	if cfg.MaxDriftPPM == 0 {
+		cfg.MaxDriftPPM = core.DefaultMaxDriftPPM
+	}
+	if cfg.CollectMs == 0 {
+		cfg.CollectMs = cfg.ElectionTimeoutMs / 4
+	}
+	s.cfg = cfg
+	s.latency = s.LatencyMs
+	if s.latency <= 0 {
+		s.latency = 100
+		if s.Scenario == ScenarioFaults {
+			// Fast networks make elections quick, which is where leases and
+			// restarted voters are tested hardest.
+			s.latency = []int64{1, 2, 5, 10, 30, 100, 100, 100}[r.IntN(8)]
+		}
+	}
+	switch {
+	case s.JitterMs < 0:
+		s.jitter = 0
+	case s.JitterMs > 0:
+		s.jitter = min(s.JitterMs, s.latency-1)
+	case s.Scenario == ScenarioFaults:
+		s.jitter = s.latency / 2
+	default:
+		s.jitter = s.latency / 5
+	}
+	s.dmax = s.latency + s.jitter
+	if s.Cycles <= 0 {
+		s.Cycles = 10
+	}
+	if s.Scenario == ScenarioFaults {
+		if s.FaultMs <= 0 {
+			s.FaultMs = 8 * cfg.ElectionTimeoutMs
+		}
+		if s.Faults == nil {
+			s.Faults = drawFaults(r, cfg.ElectionTimeoutMs)
+		} else {
+			f := *s.Faults
+			if f.OutlierMaxMs <= 0 {
+				f.OutlierMaxMs = 3 * cfg.ElectionTimeoutMs
+			}
+			s.Faults = &f
+		}
+		s.faultEnd = s.FaultMs
+	}
+	s.bound = livenessBound(s.Mode, cfg, s.dmax)
+	if s.NewStepper == nil {
+		s.NewStepper = NewNative
+	}
+	return s, nil
+}
+
+// LivenessBound is the time within which, once the faults have stopped (the
+// network is whole, every node is up and every message sent during the fault
+// phase has arrived), a leader is elected and known to every member:
+//
+//   - quorum: 3 election timeouts + 4 heartbeat intervals + 8 one-way delays.
+//     Members that heard a leader or voted refuse votes for up to one
+//     election timeout (ET); the first campaign can come up to 1.625·ET
+//     later (timeout plus ranked, randomised offset) and fail on a member
+//     still in its lease, and the next succeeds within another timeout;
+//     the delays are pre-vote, vote, announcement and an ack round trip.
+//   - bully: 2 election timeouts + CollectMs + 4 heartbeat intervals + 6
+//     delays: a follower that heard a leader or a better candidate waits
+//     up to 1.625·ET before it campaigns, then collects for CollectMs.
+//
+// Clock drift stretches every local interval by at most 1+drift, which the
+// slack covers.
+func LivenessBound(mode core.Mode, cfg core.Config, maxDelayMs int64) int64 {
+	c, err := fill(cfg)
+	if err != nil {
+		return 0
+	}
+	return livenessBound(mode, c, maxDelayMs)
+}
+
+func livenessBound(mode core.Mode, c core.Config, d int64) int64 {
+	var b int64
+	if mode == core.ModeBully {
+		b = 2*c.ElectionTimeoutMs + c.CollectMs + 4*c.HeartbeatMs + 6*d
+	} else {
+		b = 3*c.ElectionTimeoutMs + 4*c.HeartbeatMs + 8*d
+	}
+	return b + b*c.MaxDriftPPM/1_000_000 + 1
+}
+
+func fill(c core.Config) (core.Config, error) {
+	if c.HeartbeatMs == 0 {
+		c.HeartbeatMs = core.DefaultHeartbeatMs
+	}
+	if c.ElectionTimeoutMs == 0 {
+		c.ElectionTimeoutMs = max(core.DefaultElectionTimeoutMs, 3*c.HeartbeatMs)
+	}
+	if c.MaxDriftPPM == 0 {
+		c.MaxDriftPPM = core.DefaultMaxDriftPPM
+	}
+	if c.CollectMs == 0 {
+		c.CollectMs = c.ElectionTimeoutMs / 4
+	}
+	return c, nil
+}

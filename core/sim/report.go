@@ -1,0 +1,251 @@
+package sim
+
+import (
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/electcore/electcore/core"
+)
+
+// Result is what one run observed.
+type Result struct {
+	Seed              uint64    `json:"seed"`
+	Mode              core.Mode `json:"mode"`
+	Scenario          Scenario  `json:"scenario"`
+	Nodes             int       `json:"nodes"`
+	HeartbeatMs       int64     `json:"heartbeat_ms"`
+	ElectionTimeoutMs int64     `json:"election_timeout_ms"`
+	LatencyMs         int64     `json:"latency_ms"`
+	JitterMs          int64     `json:"jitter_ms"`
+	BoundMs           int64     `json:"bound_ms"` // the liveness bound applied
+	Faults            *FaultMix `json:"faults,omitempty"`
+
+	VirtualMs  int64 `json:"virtual_ms"` // simulated time
+	Steps      int64 `json:"steps"`      // Stepper.Step calls
+	Publishes  int64 `json:"publishes"`
+	Delivered  int64 `json:"delivered"`
+	Dropped    int64 `json:"dropped"`
+	Duplicated int64 `json:"duplicated"`
+	Outliers   int64 `json:"outliers"`
+	Crashes    int64 `json:"crashes"`
+	Rejected   int64 `json:"rejected"` // EventRejected (stale terms and the like)
+	Elections  int64 `json:"elections"`
+	// ElectionPublishes counts publishes of election, vote, leader and
+	// resign messages (not heartbeats and acks).
+	ElectionPublishes int64 `json:"election_publishes"`
+	// SplitBrains counts two bully leaders in one term while the network
+	// was not connected: allowed, and reported for information.
+	SplitBrains int64 `json:"split_brains"`
+
+	// FirstLeaderMs is when the swarm first agreed on a leader (measuring
+	// scenarios); LivenessMs is how long after the faults ended it agreed
+	// (fault mix).
+	FirstLeaderMs int64 `json:"first_leader_ms,omitempty"`
+	LivenessMs    int64 `json:"liveness_ms,omitempty"`
+
+	Failovers  []Failover  `json:"failovers,omitempty"`
+	Handoffs   []Handoff   `json:"handoffs,omitempty"`
+	Heals      []Heal      `json:"heals,omitempty"`
+	Violations []Violation `json:"violations,omitempty"`
+
+	// TraceHash is the hex SHA-256 over every node's msgp-encoded outputs,
+	// in the order they were produced.
+	TraceHash string `json:"trace_hash"`
+	// Trace is the full record, with Options.Record.
+	Trace *Trace `json:"-"`
+}
+
+// Violation is one broken invariant. Run(Options{Seed: Seed, ...}) with the
+// same options reproduces it byte for byte.
+type Violation struct {
+	Invariant string   `json:"invariant"`
+	Seed      uint64   `json:"seed"`
+	AtMs      int64    `json:"at_ms"` // real (simulated) time
+	Nodes     []string `json:"nodes"`
+	Detail    string   `json:"detail"`
+	// Excerpt is the trace of the nodes concerned over the two election
+	// timeouts before AtMs, one line per step.
+	Excerpt string `json:"excerpt,omitempty"`
+}
+
+func (v Violation) String() string {
+	return "seed " + uitoa(v.Seed) + " at " + itoa(v.AtMs) + " ms: " + v.Invariant + ": " + v.Detail
+}
+
+// Failover is one crash of the settled leader.
+type Failover struct {
+	AtMs      int64  `json:"at_ms"`
+	Leader    string `json:"leader"`
+	NewLeader string `json:"new_leader"`
+	ElectedMs int64  `json:"elected_ms"` // crash → a new leader is elected
+	KnownMs   int64  `json:"known_ms"`   // crash → every live node knows it
+	Publishes int64  `json:"publishes"`  // election publishes in between
+}
+
+// Handoff is one resign of the settled leader.
+type Handoff struct {
+	AtMs      int64  `json:"at_ms"`
+	From      string `json:"from"`
+	To        string `json:"to"`
+	ElectedMs int64  `json:"elected_ms"` // resign command → successor elected
+	KnownMs   int64  `json:"known_ms"`   // resign command → every node knows it
+	Publishes int64  `json:"publishes"`
+}
+
+// Heal is one partition healed.
+type Heal struct {
+	AtMs          int64  `json:"at_ms"`
+	Sides         []int  `json:"sides"`
+	SidesSettled  int    `json:"sides_settled"` // sides with one leader known to the whole side at the heal
+	ConvergedMs   int64  `json:"converged_ms"`  // heal → one leader known to every node
+	Leader        string `json:"leader"`
+	Term          uint64 `json:"term"`
+	MaxTermAtHeal uint64 `json:"max_term_at_heal"`
+}
+
+// Stats summarises durations in ms (or counts).
+type Stats struct {
+	N    int     `json:"n"`
+	P50  int64   `json:"p50"`
+	P99  int64   `json:"p99"`
+	Max  int64   `json:"max"`
+	Mean float64 `json:"mean"`
+}
+
+// NewStats computes nearest-rank percentiles.
+func NewStats(v []int64) Stats {
+	if len(v) == 0 {
+		return Stats{}
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	var sum int64
+	for _, x := range s {
+		sum += x
+	}
+	rank := func(p int) int64 { return s[max((len(s)*p+99)/100-1, 0)] }
+	return Stats{N: len(s), P50: rank(50), P99: rank(99), Max: s[len(s)-1], Mean: float64(sum) / float64(len(s))}
+}
+
+// Report aggregates many runs.
+type Report struct {
+	Mode       core.Mode   `json:"mode"`
+	Scenario   Scenario    `json:"scenario"`
+	Seeds      int         `json:"seeds"`
+	Violations []Violation `json:"violations"`
+	Steps      int64       `json:"steps"`
+	VirtualMs  int64       `json:"virtual_ms"`
+	Elections  int64       `json:"elections"`
+	// SplitBrains: bully elections in one term while the network was split.
+	SplitBrains int64 `json:"split_brains"`
+	// FailoverElected: crash → new leader elected; FailoverKnown: crash →
+	// every live node knows it.
+	FailoverElected Stats `json:"failover_elected_ms"`
+	FailoverKnown   Stats `json:"failover_known_ms"`
+	// PublishesPerElection: election, vote, leader and resign publishes
+	// from a crash to the moment every node knows the new leader.
+	PublishesPerElection Stats `json:"publishes_per_election"`
+	HandoffElected       Stats `json:"handoff_elected_ms"` // resign → successor elected
+	HandoffKnown         Stats `json:"handoff_known_ms"`
+	HealConverged        Stats `json:"heal_converged_ms"`
+	Liveness             Stats `json:"liveness_ms"` // fault mix: heal → agreement
+	// TraceHash chains every run's TraceHash in seed order.
+	TraceHash string `json:"trace_hash"`
+}
+
+// Seeds returns n consecutive seeds starting at first.
+func Seeds(first uint64, n int) []uint64 {
+	s := make([]uint64, n)
+	for i := range s {
+		s[i] = first + uint64(i)
+	}
+	return s
+}
+
+// RunMany runs opts once per seed (opts.Seed is replaced), in parallel on
+// GOMAXPROCS goroutines, and aggregates the results in seed order, so the
+// Report does not depend on the scheduling. progress, if set, is called
+// after each run (from one goroutine at a time) with the runs done so far.
+// It stops at the first error (invalid options or a Stepper that cannot be
+// made).
+func RunMany(opts Options, seeds []uint64, progress func(done, total int)) (*Report, error) {
+	results := make([]*Result, len(seeds))
+	errs := make([]error, len(seeds))
+	var next, done atomic.Int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	workers := min(runtime.GOMAXPROCS(0), max(len(seeds), 1))
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(seeds) {
+					return
+				}
+				o := opts
+				o.Seed = seeds[i]
+				results[i], errs[i] = Run(o)
+				if errs[i] != nil {
+					next.Store(int64(len(seeds)))
+				}
+				d := int(done.Add(1))
+				if progress != nil {
+					mu.Lock()
+					progress(d, len(seeds))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return Aggregate(results), nil
+}
+
+// Aggregate summarises results (nil entries are skipped).
+func Aggregate(results []*Result) *Report {
+	r := &Report{Violations: []Violation{}}
+	var foE, foK, pubs, hoE, hoK, heal, live []int64
+	chain := newChain()
+	for _, res := range results {
+		if res == nil {
+			continue
+		}
+		r.Mode, r.Scenario = res.Mode, res.Scenario
+		r.Seeds++
+		r.Violations = append(r.Violations, res.Violations...)
+		r.Steps += res.Steps
+		r.VirtualMs += res.VirtualMs
+		r.Elections += res.Elections
+		r.SplitBrains += res.SplitBrains
+		for _, f := range res.Failovers {
+			foE = append(foE, f.ElectedMs)
+			foK = append(foK, f.KnownMs)
+			pubs = append(pubs, f.Publishes)
+		}
+		for _, h := range res.Handoffs {
+			hoE = append(hoE, h.ElectedMs)
+			hoK = append(hoK, h.KnownMs)
+		}
+		for _, h := range res.Heals {
+			heal = append(heal, h.ConvergedMs)
+		}
+		if res.Scenario == ScenarioFaults {
+			live = append(live, res.LivenessMs)
+		}
+		chain.add(res.TraceHash)
+	}
+	r.FailoverElected, r.FailoverKnown, r.PublishesPerElection = NewStats(foE), NewStats(foK), NewStats(pubs)
+	r.HandoffElected, r.HandoffKnown = NewStats(hoE), NewStats(hoK)
+	r.HealConverged, r.Liveness = NewStats(heal), NewStats(live)
+	r.TraceHash = chain.sum()
+	return r
+}

@@ -1,0 +1,633 @@
+package sim
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/electcore/electcore/core"
+)
+
+// Run simulates one seed. It returns an error only for invalid Options or a
+// Stepper that cannot be made; protocol failures are Result.Violations. The
+// same Options give the same Result (and TraceHash) on every run.
+func Run(o Options) (*Result, error) {
+	res, err := run(o)
+	if err != nil || len(res.Violations) == 0 || o.Record {
+		return res, err
+	}
+	// Replay the seed with recording on to cut trace excerpts: the run is
+	// deterministic, so it finds the same violations at the same instants.
+	o.Record = true
+	full, err := run(o)
+	if err != nil {
+		return res, err
+	}
+	for i := range res.Violations {
+		if i < len(full.Violations) {
+			res.Violations[i].Excerpt = full.Violations[i].Excerpt
+		}
+	}
+	return res, nil
+}
+
+type evKind uint8
+
+const (
+	evDeliver evKind = iota
+	evWake
+	evAction
+)
+
+type event struct {
+	at      int64
+	seq     uint64
+	kind    evKind
+	node    int32 // deliver, wake: the recipient
+	from    int32 // deliver: the sender
+	gen     uint64
+	sentAt  int64
+	payload []byte
+	act     func()
+}
+
+// queue is a min-heap of events by (at, seq): a total, deterministic order.
+type queue []event
+
+func (q queue) less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+
+func (q *queue) push(e event) {
+	*q = append(*q, e)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func (q *queue) pop() event {
+	h := *q
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h[n] = event{}
+	h = h[:n]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && h.less(l, m) {
+			m = l
+		}
+		if r < n && h.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*q = h
+	return top
+}
+
+type node struct {
+	idx  int
+	id   string
+	cfg  core.Config
+	st   Stepper
+	up   bool
+	life int
+
+	// local(t) = base + t·rate/1e6: a clock running at rate 1±drift.
+	base, rate int64
+
+	joinPending bool
+	in          []core.Message
+	cmds        []core.Command
+	touched     bool
+	wakeAt      int64 // real time of the scheduled wake; -1 none
+	wakeGen     uint64
+	crashMid    bool // crash after persisting the next step, mid-publish
+
+	persisted core.GroupState
+	out       core.Output
+	reuseOut  bool
+
+	// What the node told its application (its events).
+	leader     bool
+	leaderTerm uint64
+	known      int   // index of the leader it knows, -1 none
+	leaseEnd   int64 // real time its lease runs out (exclusive); 0 none
+	leaseUntil int64 // local LeaseUntil of the lease it holds
+
+	maxTerm uint64            // highest term it persisted, across restarts
+	votes   map[uint64]string // the vote it cast in each term, across restarts
+}
+
+type world struct {
+	*setup
+	net  *rand.Rand // deliveries: loss, duplication, delay
+	flt  *rand.Rand // the fault schedule and the scenario's choices
+	q    queue
+	seq  uint64
+	now  int64
+	end  int64
+	stop bool
+
+	nodes   []*node
+	byID    map[string]int
+	touched []int
+
+	// Network state.
+	blocked    [][]int16 // blocked[from][to] > 0: from's messages do not reach to
+	outage     int
+	dirty      []span // intervals with lost or late messages (bully safety)
+	maxDeliver int64
+	echo       bool
+
+	wallBase, wallOff int64
+
+	// Agreement: every live node knows the same live leader, the only one.
+	live, leaders int
+	leaderSum     int // sum of the indices of the live leaders
+	knownCount    []int
+	changed       bool
+
+	terms map[uint64]leaderAt // quorum/bully: who led each term, and when
+
+	res   *Result
+	h     hash.Hash
+	buf   []byte
+	trace *Trace
+	sc    scenario
+}
+
+type leaderAt struct {
+	node int
+	at   int64
+}
+
+type span struct{ from, to int64 }
+
+func run(o Options) (*Result, error) {
+	s, err := o.normalize()
+	if err != nil {
+		return nil, err
+	}
+	w := &world{
+		setup: s,
+		net:   rand.New(rand.NewPCG(s.Seed, 0x6e6574)),
+		flt:   rand.New(rand.NewPCG(s.Seed, 0x666c74)),
+		byID:  make(map[string]int, s.Nodes),
+		terms: make(map[uint64]leaderAt),
+		h:     sha256.New(),
+		res: &Result{Seed: s.Seed, Mode: s.Mode, Scenario: s.Scenario, Nodes: s.Nodes,
+			HeartbeatMs: s.cfg.HeartbeatMs, ElectionTimeoutMs: s.cfg.ElectionTimeoutMs,
+			LatencyMs: s.latency, JitterMs: s.jitter, BoundMs: s.bound, Faults: s.Faults},
+		knownCount: make([]int, s.Nodes),
+	}
+	if s.Record {
+		w.trace = &Trace{Nodes: make([]NodeTrace, s.Nodes)}
+	}
+	w.wallBase = 1_700_000_000_000 + w.flt.Int64N(100_000_000_000)
+	if w.flt.IntN(8) == 0 {
+		w.wallBase = 0 // a host without a wall clock
+	}
+	for i, id := range s.ids {
+		cfg := s.cfg
+		cfg.ID = id
+		cfg.Priority = s.prios[i]
+		n := &node{idx: i, id: id, cfg: cfg, wakeAt: -1, known: -1, votes: map[uint64]string{}}
+		w.nodes = append(w.nodes, n)
+		w.byID[id] = i
+		if w.trace != nil {
+			w.trace.Nodes[i].ID = id
+		}
+	}
+	switch s.Scenario {
+	case ScenarioFaults:
+		w.sc = newFaults(w)
+	case ScenarioFailover, ScenarioResign, ScenarioHeal:
+		w.sc = newMeasure(w)
+	}
+	defer w.closeAll()
+	if err := w.loop(); err != nil {
+		return nil, err
+	}
+	w.res.VirtualMs = w.now
+	w.res.TraceHash = hex.EncodeToString(w.h.Sum(nil))
+	w.res.Trace = w.trace
+	if w.trace != nil {
+		for i := range w.res.Violations {
+			v := &w.res.Violations[i]
+			v.Excerpt = w.trace.excerpt(v.Nodes, v.AtMs-2*s.cfg.ElectionTimeoutMs, v.AtMs, 40)
+		}
+	}
+	return w.res, nil
+}
+
+func (w *world) closeAll() {
+	for _, n := range w.nodes {
+		if c, ok := n.st.(io.Closer); ok && n.st != nil {
+			c.Close()
+		}
+	}
+}
+
+func (w *world) loop() error {
+	for len(w.q) > 0 && !w.stop {
+		t := w.q[0].at
+		if t > w.end {
+			break
+		}
+		w.now = t
+		for len(w.q) > 0 && w.q[0].at == t {
+			ev := w.q.pop()
+			switch ev.kind {
+			case evDeliver:
+				w.deliver(&ev)
+			case evWake:
+				if n := w.nodes[ev.node]; n.up && ev.gen == n.wakeGen {
+					n.wakeAt = -1
+					w.touch(n)
+				}
+			case evAction:
+				ev.act()
+			}
+		}
+		slices.Sort(w.touched)
+		for _, i := range w.touched {
+			if err := w.step(w.nodes[i]); err != nil {
+				return err
+			}
+		}
+		w.touched = w.touched[:0]
+		if w.changed {
+			w.changed = false
+			w.sc.observe(t)
+		}
+	}
+	w.now = max(w.now, w.end)
+	w.sc.finish(w.now)
+	return nil
+}
+
+func (w *world) at(t int64, act func()) {
+	w.seq++
+	w.q.push(event{at: t, seq: w.seq, kind: evAction, act: act})
+}
+
+func (w *world) touch(n *node) {
+	if !n.touched {
+		n.touched = true
+		w.touched = append(w.touched, n.idx)
+	}
+}
+
+// local is n's monotonic clock at real time t.
+func (n *node) local(t int64) int64 { return n.base + t*n.rate/1_000_000 }
+
+// realAt is the first real time at which n's clock reads at least l.
+func (n *node) realAt(l int64) int64 {
+	k := l - n.base
+	if k <= 0 {
+		return 0
+	}
+	return (k*1_000_000 + n.rate - 1) / n.rate
+}
+
+func (w *world) wall(t int64) int64 {
+	if w.wallBase == 0 {
+		return 0
+	}
+	return max(w.wallBase+t+w.wallOff, 1)
+}
+
+// start boots (or restarts) n at the current time with what it persisted.
+func (w *world) start(n *node) error {
+	if n.up {
+		return nil
+	}
+	st, err := w.NewStepper(n.id)
+	if err != nil {
+		return fmt.Errorf("sim: new stepper for %s: %w", n.id, err)
+	}
+	_, n.reuseOut = st.(native)
+	n.st, n.up, n.joinPending = st, true, true
+	n.life++
+	// Every life gets its own clock origin and rate within the drift bound;
+	// half the time at an extreme of it.
+	d := w.cfg.MaxDriftPPM
+	ppm := w.flt.Int64N(2*d+1) - d
+	if w.flt.IntN(2) == 0 {
+		ppm = d
+		if w.flt.IntN(2) == 0 {
+			ppm = -d
+		}
+	}
+	n.rate = 1_000_000 + ppm
+	n.base = 1000 + w.flt.Int64N(1<<40) - w.now*n.rate/1_000_000 // local(now) ≥ 1000
+	w.live++
+	w.changed = true
+	w.touch(n)
+	return nil
+}
+
+// crash stops n at once: its engine is gone, its pending input is lost.
+func (w *world) crash(n *node) {
+	if !n.up {
+		return
+	}
+	if c, ok := n.st.(io.Closer); ok {
+		c.Close()
+	}
+	n.st, n.up, n.crashMid = nil, false, false
+	n.in, n.cmds = n.in[:0], n.cmds[:0]
+	n.wakeGen++
+	n.wakeAt = -1
+	w.setLeader(n, false, 0)
+	w.setKnown(n, -1)
+	n.leaseEnd = 0
+	w.live--
+	w.changed = true
+	w.res.Crashes++
+}
+
+func (w *world) setLeader(n *node, on bool, term uint64) {
+	if n.leader == on {
+		n.leaderTerm = term
+		return
+	}
+	n.leader, n.leaderTerm = on, term
+	if on {
+		w.leaders++
+		w.leaderSum += n.idx
+	} else {
+		w.leaders--
+		w.leaderSum -= n.idx
+		n.leaseEnd = 0
+	}
+	w.changed = true
+}
+
+func (w *world) setKnown(n *node, k int) {
+	if n.known == k {
+		return
+	}
+	if n.known >= 0 {
+		w.knownCount[n.known]--
+	}
+	n.known = k
+	if k >= 0 {
+		w.knownCount[k]++
+	}
+	w.changed = true
+}
+
+// agreed returns the leader every live node knows, if there is exactly one
+// live leader and every live node knows it; else -1.
+func (w *world) agreed() int {
+	if w.leaders != 1 || w.live == 0 {
+		return -1
+	}
+	l := w.leaderSum
+	if !w.nodes[l].up || w.knownCount[l] != w.live {
+		return -1
+	}
+	return l
+}
+
+func (w *world) step(n *node) error {
+	n.touched = false
+	if !n.up {
+		return nil
+	}
+	in := core.Input{Now: n.local(w.now), Wall: w.wall(w.now), Inbound: n.in, Commands: n.cmds}
+	fresh := n.joinPending
+	if n.joinPending {
+		in.Join = []core.GroupSpec{{Config: n.cfg, State: n.persisted}}
+		n.joinPending = false
+	}
+	if n.reuseOut {
+		n.out.Reset()
+	} else {
+		n.out = core.Output{} // a decoded output may share buffers with the next one
+	}
+	out := &n.out
+	err := n.st.Step(&in, out)
+	w.res.Steps++
+	w.buf, _ = out.MarshalMsg(w.buf[:0])
+	writeStep(w.h, n.idx, w.buf)
+	if w.trace != nil {
+		w.trace.add(n.idx, w.now, fresh, &in, w.buf)
+	}
+	n.in, n.cmds = n.in[:0], n.cmds[:0]
+	if err != nil {
+		// A failing engine is a bug; the host would re-instantiate it from
+		// its persisted state, and so does the simulator.
+		w.violation("step-error", n.id+": "+err.Error(), n.idx)
+		w.crash(n)
+		w.at(w.now+1, func() { w.start(n) })
+		return nil
+	}
+	// 1. Persist.
+	for _, p := range out.Persist {
+		w.checkPersist(n, p)
+		n.persisted = p
+	}
+	// 2. Publish (a crash in the middle sends only a prefix).
+	pubs := out.Publishes
+	crash := n.crashMid
+	if crash {
+		pubs = pubs[:w.flt.IntN(len(pubs)+1)]
+	}
+	for i := range pubs {
+		w.checkPublish(n, pubs[i].Payload)
+		w.publish(n, pubs[i].Payload)
+	}
+	// 3. Events.
+	for i := range out.Events {
+		w.onEvent(n, &out.Events[i])
+	}
+	if crash {
+		w.crash(n)
+		return nil
+	}
+	// 4. Wake.
+	if out.WakeAt > 0 {
+		t := max(n.realAt(out.WakeAt), w.now+1)
+		if t != n.wakeAt {
+			n.wakeAt = t
+			n.wakeGen++
+			w.seq++
+			w.q.push(event{at: t, seq: w.seq, kind: evWake, node: int32(n.idx), gen: n.wakeGen})
+		}
+	} else if n.wakeAt >= 0 {
+		n.wakeAt = -1
+		n.wakeGen++
+	}
+	return nil
+}
+
+// publish broadcasts a payload to every other node (and echoes it back to
+// its sender, as real buses do, when the run echoes).
+func (w *world) publish(from *node, payload []byte) {
+	w.res.Publishes++
+	if !from.reuseOut {
+		payload = slices.Clone(payload)
+	}
+	if isElectionMsg(payload) {
+		w.res.ElectionPublishes++
+	}
+	faulty := w.inFaultPhase()
+	if faulty && w.outage == 0 && w.Faults.Loss > 0 && w.net.Float64() < w.Faults.Loss/4 {
+		// The broker lost the publish itself.
+		w.res.Dropped += int64(len(w.nodes) - 1)
+		w.markDirty(w.now, w.now+w.dmax)
+		return
+	}
+	for j := range w.nodes {
+		if j == from.idx && !w.echo {
+			continue
+		}
+		w.sendOne(from.idx, j, payload, faulty)
+	}
+}
+
+func (w *world) inFaultPhase() bool {
+	return w.Scenario == ScenarioFaults && w.now < w.faultEnd
+}
+
+func (w *world) sendOne(from, to int, payload []byte, faulty bool) {
+	if w.outage > 0 || w.cut(from, to) {
+		w.res.Dropped++
+		w.markDirty(w.now, w.now+w.dmax)
+		return
+	}
+	copies := 1
+	if faulty {
+		if w.Faults.Loss > 0 && w.net.Float64() < w.Faults.Loss {
+			w.res.Dropped++
+			w.markDirty(w.now, w.now+w.dmax)
+			return
+		}
+		if w.Faults.Dup > 0 && w.net.Float64() < w.Faults.Dup {
+			copies = 2
+			w.res.Duplicated++
+		}
+	}
+	for range copies {
+		d := w.delay(faulty)
+		at := w.now + d
+		if d > w.dmax {
+			w.markDirty(w.now, at)
+		}
+		w.maxDeliver = max(w.maxDeliver, at)
+		w.seq++
+		w.q.push(event{at: at, seq: w.seq, kind: evDeliver, node: int32(to), from: int32(from), sentAt: w.now, payload: payload})
+	}
+}
+
+// delay draws a one-way delay: latency ± jitter, or in the fault phase a rare
+// outlier of up to OutlierMaxMs.
+func (w *world) delay(faulty bool) int64 {
+	if faulty && w.Faults.Outlier > 0 && w.net.Float64() < w.Faults.Outlier {
+		w.res.Outliers++
+		return w.dmax + 1 + w.net.Int64N(max(w.Faults.OutlierMaxMs-w.dmax, 1))
+	}
+	d := w.latency
+	if w.jitter > 0 {
+		d += w.net.Int64N(2*w.jitter+1) - w.jitter
+	}
+	return max(d, 1)
+}
+
+func (w *world) cut(from, to int) bool {
+	return w.blocked != nil && w.blocked[from][to] > 0
+}
+
+func (w *world) deliver(ev *event) {
+	n := w.nodes[ev.node]
+	if !n.up {
+		// A node that is down misses messages as if it were cut off: bully
+		// mode's safety needs every member to hear every claim.
+		w.res.Dropped++
+		w.markDirty(ev.sentAt, w.now)
+		return
+	}
+	if w.outage > 0 || w.cut(int(ev.from), int(ev.node)) {
+		w.res.Dropped++
+		w.markDirty(ev.sentAt, w.now)
+		return
+	}
+	w.res.Delivered++
+	n.in = append(n.in, core.Message{Topic: "election:g", Payload: ev.payload})
+	w.touch(n)
+}
+
+// markDirty records that the network was not "connected" during [from, to]:
+// a message was lost, or delivered later than the normal maximum delay.
+func (w *world) markDirty(from, to int64) {
+	if k := len(w.dirty); k > 0 && from <= w.dirty[k-1].to && from >= w.dirty[k-1].from {
+		w.dirty[k-1].to = max(w.dirty[k-1].to, to)
+		return
+	}
+	w.dirty = append(w.dirty, span{from, to})
+}
+
+// connected reports whether no message sent or due in [from, to] was lost or
+// late.
+func (w *world) connected(from, to int64) bool {
+	for _, s := range w.dirty {
+		if s.from <= to && s.to >= from {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *world) block(from, to []int, d int) {
+	if w.blocked == nil {
+		w.blocked = make([][]int16, len(w.nodes))
+		for i := range w.blocked {
+			w.blocked[i] = make([]int16, len(w.nodes))
+		}
+	}
+	for _, a := range from {
+		for _, b := range to {
+			if a != b {
+				w.blocked[a][b] += int16(d)
+			}
+		}
+	}
+}
+
+// isElectionMsg reports whether a payload is an election, vote, leader or
+// resign message (the cost of an election, as opposed to heartbeats and
+// acks). The core writes "type" first.
+func isElectionMsg(p []byte) bool {
+	const pre = `{"type":"`
+	if len(p) < len(pre)+4 || string(p[:len(pre)]) != pre {
+		return false
+	}
+	p = p[len(pre):]
+	for _, t := range [...]string{"election\"", "vote\"", "leader\"", "resign\""} {
+		if len(p) >= len(t) && string(p[:len(t)]) == t {
+			return true
+		}
+	}
+	return false
+}
