@@ -55,7 +55,7 @@ func TestCLIErrors(t *testing.T) {
 		{"argument without --", []string{"run", "--group", "g", "--mode", "bully", "sleep", "1"}, exitUsage, "after --"},
 		{"nothing after --", []string{"run", "--group", "g", "--mode", "bully", "--"}, exitUsage, "nothing after --"},
 		{"missing leader command", []string{"run", "--group", "g", "--mode", "bully", "--", "/nonexistent/cmd"}, exitUsage, "/nonexistent/cmd"},
-		{"grace too long for the lease", append([]string{"run", "--group", "g", "--id", "a", "--members", "a,b,c", "--grace", "550ms", "--", "true"}, quick...), exitUsage, "--grace"},
+		{"grace too long for the lease", append(append([]string{"run", "--group", "g", "--id", "a", "--members", "a,b,c", "--grace", "550ms"}, quick...), "--", "true"), exitUsage, "--grace"},
 		{"missing pilotctl", []string{"run", "--group", "g", "--mode", "bully", "--state-dir", filepath.Join(tmp, "s1"), "--transport", "pilot", "--broker", "node-1", "--pilotctl", "/nonexistent/pilotctl"}, exitTransport, "pilotctl not found"},
 		{"pilotctl not in PATH", []string{"run", "--group", "g", "--mode", "bully", "--state-dir", filepath.Join(tmp, "s2"), "--transport", "pilot", "--broker", "node-1", "--pilotctl", "pilotctl-electcore-absent"}, exitTransport, "pilotctl not found"},
 		{"unreachable NATS", []string{"run", "--group", "g", "--mode", "bully", "--state-dir", filepath.Join(tmp, "s3"), "--broker", deadPort}, exitTransport, "cannot reach NATS"},

@@ -118,7 +118,7 @@ type demoAgent struct {
 	agent *host.Agent
 	el    *host.Election
 	up    bool
-	pubs  uint64 // publishes of previous incarnations
+	pubs  uint64       // publishes of previous incarnations
 	quiet *atomic.Bool // set when this incarnation crashed: its callbacks are no longer shown
 }
 

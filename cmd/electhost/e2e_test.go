@@ -396,7 +396,7 @@ func TestE2EPilot(t *testing.T) {
 	pilotctl := pilotstandin.Build(t)
 	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"node-1"}})
 	c := newCluster(t, 3, []string{"--transport", "pilot", "--broker", "node-1", "--pilotctl", pilotctl}, d.Env(),
-		200*time.Millisecond, 1200*time.Millisecond, 150*time.Millisecond)
+		100*time.Millisecond, 600*time.Millisecond, 100*time.Millisecond)
 	c.scenario()
 }
 

@@ -150,3 +150,9 @@ func runCLI(t *testing.T, timeout time.Duration, env []string, args ...string) (
 	}
 	return code, stdout.String(), stderr.String()
 }
+
+func parseNs(s string) time.Time {
+	var ns int64
+	fmt.Sscan(s, &ns)
+	return time.Unix(0, ns)
+}

@@ -276,7 +276,19 @@ type agentState struct {
 
 func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	level, _ := parseLevel(o.logLevel)
-	logger := newLogger(cmd.ErrOrStderr(), o.jsonLogs, level).With("group", o.group, "id", o.id)
+	baseLogger := newLogger(cmd.ErrOrStderr(), o.jsonLogs, level)
+	logger := baseLogger.With("group", o.group, "id", o.id)
+
+	// Every fallible step comes before anything is logged, so that a bad
+	// setup gives exactly one error line.
+	var ln net.Listener
+	if o.httpAddr != "" {
+		ln, err = net.Listen("tcp", o.httpAddr)
+		if err != nil {
+			return configErrorf("--http %s: %v", o.httpAddr, err)
+		}
+		defer ln.Close()
+	}
 
 	var sup *supervise.Supervisor
 	if len(o.cmdArgs) > 0 {
@@ -291,7 +303,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		}
 	}
 
-	store, err := hostfuncs.OpenStateStore(o.stateDir, hostfuncs.StateOptions{Logger: logger})
+	store, err := hostfuncs.OpenStateStore(o.stateDir, hostfuncs.StateOptions{Logger: baseLogger})
 	if err != nil {
 		if errors.Is(err, hostfuncs.ErrLocked) {
 			return configErrorf("--state-dir %s is in use by another process (another agent with --id %s? give each agent its own --id or --state-dir)", o.stateDir, o.id)
@@ -300,13 +312,13 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	}
 	defer store.Close()
 
-	rt, err := host.NewRuntime(ctx, host.RuntimeConfig{WasmPath: defaultWasm(o.wasmPath), CacheDir: o.cacheDir, Logger: logger})
+	rt, err := host.NewRuntime(ctx, host.RuntimeConfig{WasmPath: defaultWasm(o.wasmPath), CacheDir: o.cacheDir, Logger: baseLogger})
 	if err != nil {
 		return configErrorf("%v", err)
 	}
 	defer rt.Close(context.Background())
 
-	tr, err := o.tf.open(ctx, "electhost "+o.id, logger)
+	tr, err := o.tf.open(ctx, "electhost "+o.id, baseLogger)
 	if err != nil {
 		return err
 	}
@@ -315,7 +327,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	clock := hostfuncs.NewRealClock()
 	st := &agentState{}
 	agent, err := rt.NewAgent(ctx, host.AgentConfig{
-		Transport: tr, Store: store, Clock: clock, Logger: logger,
+		Transport: tr, Store: store, Clock: clock, Logger: baseLogger,
 		OnTrap: func(err error) {
 			logger.Error("wasm trap; the module was re-instantiated from persisted state", "err", err)
 		},
@@ -414,11 +426,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		"heartbeat", o.heartbeat, "members", strings.Join(o.cfg.Members, ","))
 
 	var srv *http.Server
-	if o.httpAddr != "" {
-		ln, err := net.Listen("tcp", o.httpAddr)
-		if err != nil {
-			return configErrorf("--http %s: %v", o.httpAddr, err)
-		}
+	if ln != nil {
 		srv = &http.Server{Handler: newHTTPHandler(st, func() (core.Status, bool) { return el.Status(), true }, clock, mets, lead), ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		logger.Info("http listening", "addr", ln.Addr().String())

@@ -31,8 +31,8 @@ func TestMain(m *testing.M) {
 // helperMain is a supervisor process for TestParentDeath: it runs a command
 // that creates marker and removes it on SIGTERM, and never returns.
 func helperMain(marker string) {
-	script := `echo $$ > "$MARKER.tmp" && mv "$MARKER.tmp" "$MARKER"
-trap 'rm -f "$MARKER"; exit 0' TERM
+	script := `trap 'rm -f "$MARKER"; exit 0' TERM
+echo $$ > "$MARKER.tmp" && mv "$MARKER.tmp" "$MARKER"
 while :; do sleep 0.05; done`
 	s, err := New(Options{Path: "sh", Args: []string{"-c", script}, Env: []string{"MARKER=" + marker}})
 	if err != nil {
@@ -100,8 +100,8 @@ func TestStopsOnCancelWithSIGTERM(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "running")
 	var out syncBuf
-	script := `echo "$ELECT_TERM" > "$MARKER.tmp" && mv "$MARKER.tmp" "$MARKER"
-trap 'rm -f "$MARKER"; echo got-term; exit 0' TERM
+	script := `trap 'rm -f "$MARKER"; echo got-term; exit 0' TERM
+echo "$ELECT_TERM" > "$MARKER.tmp" && mv "$MARKER.tmp" "$MARKER"
 while :; do sleep 0.05; done`
 	s, err := New(Options{Path: "sh", Args: []string{"-c", script}, Env: []string{"MARKER=" + marker}, Stdout: &out, Grace: 5 * time.Second})
 	if err != nil {
