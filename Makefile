@@ -14,6 +14,12 @@ SOAK_SEEDS   ?= 20000
 SOAK_NODES   ?= 5
 NODE_DIR     := examples/node
 
+# Packages that only build for GOOS=wasip1 (the module itself) are vetted
+# with that GOOS; everything else natively.
+MODULE       := $(shell $(GO) list -m)
+WASM_PKGS    := $(MODULE)/wasm
+NATIVE_PKGS   = $(shell $(GO) list ./... | grep -v -x -F $(addprefix -e ,$(WASM_PKGS)))
+
 # Go sources of the wasm module: rebuild electcore.wasm when any changes.
 WASM_SRC := $(shell find core wasm -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod go.sum
 
@@ -24,7 +30,7 @@ all: build wasm
 help:
 	@echo "make build   bin/electhost"
 	@echo "make wasm    electcore.wasm at the repo root (wasip1, c-shared)"
-	@echo "make test    wasm, go vet, go test (timeout $(TEST_TIMEOUT)), node tests if present"
+	@echo "make test    wasm, go vet (native + wasip1), go test (timeout $(TEST_TIMEOUT)), node tests if present"
 	@echo "make demo    the guided election demo on an embedded NATS server"
 	@echo "make bench   every Go benchmark once (BENCHTIME=$(BENCHTIME))"
 	@echo "make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME)"
@@ -44,10 +50,12 @@ $(WASM): $(WASM_SRC)
 test: wasm vet test-go test-node
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet $(NATIVE_PKGS)
+	GOOS=wasip1 GOARCH=wasm $(GO) vet $(WASM_PKGS)
+	GOOS=wasip1 GOARCH=wasm $(GO) vet -tags electcore_hostdriven $(WASM_PKGS)
 
 test-go:
-	$(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+	$(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(NATIVE_PKGS)
 
 # Hook for the Node example (a non-Go agent loading electcore.wasm): runs only
 # once examples/node has a package.json. .ci/run installs its dependencies.
@@ -63,11 +71,11 @@ demo: wasm
 	$(GO) run ./cmd/electhost demo
 
 bench: wasm
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 30m ./...
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 30m $(NATIVE_PKGS)
 
 # Every Fuzz target of every package, one at a time (go test -fuzz takes one).
 fuzz: wasm
-	@set -e; for pkg in $$($(GO) list ./...); do \
+	@set -e; for pkg in $(NATIVE_PKGS); do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 			echo "== $$pkg $$f ($(FUZZTIME))"; \
 			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
