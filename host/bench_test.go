@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/electcore/electcore/core"
@@ -50,24 +51,216 @@ func benchStep(b *testing.B, st interface {
 	}
 }
 
-// BenchmarkStep: the same batch through the native core and the wasm module.
+// BenchmarkStep: the same batches through the native core, the module on the
+// default runtime (interruptible calls) and on a NoInterrupt runtime.
 func BenchmarkStep(b *testing.B) {
-	b.Run("impl=native/batch=heartbeat", func(b *testing.B) { benchStep(b, nativeStepper{core.NewEngine()}, false) })
-	b.Run("impl=wasm/batch=heartbeat", func(b *testing.B) {
-		inst, err := testRuntime(b).NewInstance(context.Background())
+	for _, batch := range []string{"heartbeat", "empty"} {
+		for _, impl := range []string{"native", "wasm", "wasm-nointerrupt"} {
+			b.Run("batch="+batch+"/impl="+impl, func(b *testing.B) {
+				var st interface {
+					Step(*core.Input, *core.Output) error
+				} = nativeStepper{core.NewEngine()}
+				if impl != "native" {
+					r := testRuntime(b)
+					if impl == "wasm-nointerrupt" {
+						r = fastRuntime(b)
+					}
+					inst, err := r.NewInstance(context.Background())
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer inst.Close(context.Background())
+					st = inst
+				}
+				benchStep(b, st, batch == "empty")
+			})
+		}
+	}
+}
+
+// BenchmarkExtismCall: the same heartbeat batch through the Extism Go SDK.
+func BenchmarkExtismCall(b *testing.B) {
+	p := newExtismPlugin(b)
+	defer p.Close(context.Background())
+	st := extismStepper{p}
+	in := benchSetup(b, st)
+	buf, _ := in.MarshalMsg(nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		if rc, _, err := p.Call("step", buf); err != nil || rc != 0 {
+			b.Fatal(rc, err)
+		}
+	}
+}
+
+type extismStepper struct {
+	p interface {
+		Call(string, []byte) (uint32, []byte, error)
+	}
+}
+
+func (s extismStepper) Step(in *core.Input, out *core.Output) error {
+	b, _ := in.MarshalMsg(nil)
+	rc, ob, err := s.p.Call("step", b)
+	if err != nil || rc != 0 {
+		return fmt.Errorf("rc %d: %v", rc, err)
+	}
+	_, err = out.UnmarshalMsg(ob)
+	return err
+}
+
+// BenchmarkLoad: cold compile (empty cache directory), warm load (a cache
+// directory filled by an earlier process: the in-process cache is dropped),
+// and instantiation (with _initialize).
+func BenchmarkLoad(b *testing.B) {
+	ctx := context.Background()
+	wasm, err := LoadModule(testWasm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("op=compile-cold", func(b *testing.B) {
+		for b.Loop() {
+			dir := b.TempDir()
+			r, err := NewRuntime(ctx, RuntimeConfig{Wasm: wasm, CacheDir: dir, Logger: discardLogger()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.Close(ctx)
+			forgetCache(dir)
+		}
+	})
+	b.Run("op=load-warm", func(b *testing.B) {
+		dir := b.TempDir()
+		r, err := NewRuntime(ctx, RuntimeConfig{Wasm: wasm, CacheDir: dir, Logger: discardLogger()})
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer inst.Close(context.Background())
-		benchStep(b, inst, false)
+		r.Close(ctx)
+		forgetCache(dir)
+		for b.Loop() {
+			// As a new process would: read the file, open the cache, compile.
+			r, err := NewRuntime(ctx, RuntimeConfig{WasmPath: testWasm, CacheDir: dir, Logger: discardLogger()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.Close(ctx)
+			forgetCache(dir)
+		}
 	})
-	b.Run("impl=native/batch=empty", func(b *testing.B) { benchStep(b, nativeStepper{core.NewEngine()}, true) })
-	b.Run("impl=wasm/batch=empty", func(b *testing.B) {
-		inst, err := testRuntime(b).NewInstance(context.Background())
+	b.Run("op=instantiate", func(b *testing.B) {
+		r := testRuntime(b)
+		for b.Loop() {
+			inst, err := r.NewInstance(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			inst.Close(ctx)
+		}
+	})
+}
+
+// forgetCache drops the process-wide compilation cache of dir, so the next
+// NewRuntime reads it from disk like a new process.
+func forgetCache(dir string) {
+	cachesMu.Lock()
+	defer cachesMu.Unlock()
+	if c, ok := caches[dir]; ok {
+		c.Close(context.Background())
+		delete(caches, dir)
+	}
+}
+
+// BenchmarkInstanceMemory reports an instance's linear memory: fresh, and
+// after hosting one 5-member group through 1,000 steps.
+func BenchmarkInstanceMemory(b *testing.B) {
+	r := testRuntime(b)
+	for b.Loop() {
+		inst, err := r.NewInstance(context.Background())
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer inst.Close(context.Background())
-		benchStep(b, inst, true)
-	})
+		fresh := inst.MemoryBytes()
+		in := benchSetup(b, inst)
+		var out core.Output
+		for i := range 1000 {
+			in.Now = 3 + int64(i%50)
+			out.Reset()
+			inst.Step(in, &out)
+		}
+		b.ReportMetric(float64(fresh)/(1<<20), "MiB-fresh")
+		b.ReportMetric(float64(inst.MemoryBytes())/(1<<20), "MiB-used")
+		inst.Close(context.Background())
+	}
+}
+
+// BenchmarkManyGroups: 10,000 groups in one instance (NoInterrupt and
+// default). Setup joins them; one op is one batch carrying one heartbeat for
+// each of 100 groups; the timers of all 10,000 groups run as time advances.
+func BenchmarkManyGroups(b *testing.B) {
+	const groups = 10_000
+	for _, rc := range []struct {
+		name string
+		rt   func(testing.TB) *Runtime
+	}{{"native", nil}, {"default", testRuntime}, {"nointerrupt", fastRuntime}} {
+		b.Run("rt="+rc.name, func(b *testing.B) {
+			var inst interface {
+				Step(*core.Input, *core.Output) error
+				Status(string) (core.Status, bool, error)
+			}
+			memory := func() uint64 { return 0 }
+			if rc.rt == nil {
+				inst = nativeStatus{core.NewEngine()}
+			} else {
+				wi, err := rc.rt(b).NewInstance(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer wi.Close(context.Background())
+				inst, memory = wi, wi.MemoryBytes
+			}
+			ids := []string{"a", "b", "c"}
+			var out core.Output
+			for start := 0; start < groups; start += 1000 {
+				in := core.Input{Now: 1}
+				for g := start; g < start+1000; g++ {
+					in.Join = append(in.Join, core.GroupSpec{Config: core.Config{ID: "b", Group: fmt.Sprintf("group-%05d", g), Members: ids, HeartbeatMs: 1000, ElectionTimeoutMs: 600_000}})
+				}
+				out.Reset()
+				if err := inst.Step(&in, &out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var in core.Input
+			for g := range 100 {
+				topic := core.Topic(fmt.Sprintf("group-%05d", g*97))
+				in.Inbound = append(in.Inbound, core.Message{Topic: topic, Payload: fmt.Appendf(nil, `{"type":"heartbeat","leader":"a","from":"a","term":1,"seq":%d}`, g)})
+			}
+			now := int64(2)
+			b.ResetTimer()
+			for b.Loop() {
+				now += 10
+				in.Now = now
+				out.Reset()
+				if err := inst.Step(&in, &out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if m := memory(); m > 0 {
+				b.ReportMetric(float64(m)/(1<<20), "MiB")
+			}
+			st, ok, _ := inst.Status("group-09999")
+			if !ok || st.ID != "b" {
+				b.Fatal("group missing")
+			}
+		})
+	}
+}
+
+type nativeStatus struct{ e *core.Engine }
+
+func (n nativeStatus) Step(in *core.Input, out *core.Output) error { n.e.Step(in, out); return nil }
+func (n nativeStatus) Status(g string) (core.Status, bool, error) {
+	st, ok := n.e.Status(g)
+	return st, ok, nil
 }

@@ -249,6 +249,7 @@ func (e *Engine) injectTrap() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.inst != nil {
+		e.inst.fired.Store(true)
 		e.inst.cancel(ErrDeadline)
 	}
 }

@@ -96,6 +96,7 @@ type Instance struct {
 	stderr  *capBuffer
 	dead    error // the trap that killed this instance
 	hd      atomic.Pointer[HostFuncs]
+	fired   atomic.Bool // the deadline (or a test) cancelled ctx
 }
 
 // NewInstance instantiates the module: runs _initialize, grants nothing but
@@ -103,7 +104,7 @@ type Instance struct {
 func (r *Runtime) NewInstance(ctx context.Context) (*Instance, error) {
 	i := &Instance{rt: r, timeout: r.cfg.CallTimeout, stderr: &capBuffer{max: 8 << 10}, stack: make([]uint64, 4)}
 	i.ctx, i.cancel = context.WithCancelCause(context.WithValue(context.Background(), instanceKey{}, i))
-	i.timer = time.AfterFunc(time.Hour, func() { i.cancel(ErrDeadline) })
+	i.timer = time.AfterFunc(time.Hour, func() { i.fired.Store(true); i.cancel(ErrDeadline) })
 	i.timer.Stop()
 	mc := wazero.NewModuleConfig().
 		WithName("").
@@ -139,7 +140,8 @@ func (i *Instance) call(op string, f api.Function, args ...uint64) (uint64, erro
 	i.timer.Reset(i.timeout)
 	err := f.CallWithStack(i.ctx, i.stack)
 	i.timer.Stop()
-	if c := context.Cause(i.ctx); c != nil {
+	if i.fired.Load() {
+		c := context.Cause(i.ctx)
 		// The deadline fired (wazero aborted the call and closed the
 		// module), or fired just as the call returned: unusable either way.
 		return 0, i.kill(op, fmt.Errorf("%w (limit %v): %v", c, i.timeout, err))

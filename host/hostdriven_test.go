@@ -1,0 +1,120 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/electcore/electcore/core"
+)
+
+// TestHostDriven drives the host-driven build the way a skill runner would:
+// it supplies now/publish/persist/event/log and calls hd_join, hd_deliver and
+// hd_tick; three such nodes elect one leader, persisting before publishing.
+func TestHostDriven(t *testing.T) {
+	ctx := context.Background()
+	r, err := NewRuntime(ctx, RuntimeConfig{WasmPath: hostDrivenWasm(t), CacheDir: testCacheDir(), Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	if !r.HostDriven() {
+		t.Fatal("module does not import the electcore functions")
+	}
+	ids := []string{"h1", "h2", "h3"}
+	type msg struct {
+		to             int
+		topic, payload string
+	}
+	var (
+		now     int64
+		queue   []msg
+		leaders = map[string]uint64{}
+	)
+	type node struct {
+		inst      *Instance
+		due       int64
+		persisted map[string][]byte
+		published int
+	}
+	nodes := make([]*node, len(ids))
+	for i, id := range ids {
+		inst, err := r.NewInstance(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer inst.Close(ctx)
+		n := &node{inst: inst, persisted: map[string][]byte{}}
+		nodes[i] = n
+		inst.SetHostFuncs(&HostFuncs{
+			Now: func() int64 { return now },
+			Publish: func(topic string, payload []byte) error {
+				n.published++
+				for to := range ids {
+					if to != i {
+						queue = append(queue, msg{to, topic, string(payload)})
+					}
+				}
+				return nil
+			},
+			Persist: func(group string, state []byte) error {
+				if n.published > 0 && group == "" {
+					t.Error("persist without a group")
+				}
+				n.persisted[group] = state
+				return nil
+			},
+			Event: func(b []byte) {
+				var ev struct {
+					Kind  string `json:"kind"`
+					Group string `json:"group"`
+					Term  uint64 `json:"term"`
+				}
+				if err := json.Unmarshal(b, &ev); err != nil {
+					t.Errorf("event %s: %v", b, err)
+				}
+				if ev.Kind == "became-leader" {
+					leaders[id] = ev.Term
+				}
+			},
+			Log: func(level int32, m string) { t.Logf("%s log %d: %s", id, level, m) },
+		})
+		cfg, _ := (&core.Config{ID: id, Group: "hg", Members: ids, HeartbeatMs: 20, ElectionTimeoutMs: 100}).MarshalMsg(nil)
+		d, err := inst.HD("hd_join", cfg, uint64(len(cfg)), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.due = now + d
+	}
+	for now = 0; now < 2000 && len(leaders) == 0; now += 5 {
+		q := queue
+		queue = nil
+		for _, m := range q {
+			in := append([]byte(m.topic), m.payload...)
+			d, err := nodes[m.to].inst.HD("hd_deliver", in, uint64(len(m.topic)), uint64(len(m.payload)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes[m.to].due = now + d
+		}
+		for _, n := range nodes {
+			if n.due <= now {
+				d, err := n.inst.HD("hd_tick", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n.due = now + d
+			}
+		}
+	}
+	if len(leaders) != 1 {
+		t.Fatalf("leaders %v", leaders)
+	}
+	for i, n := range nodes {
+		var st core.GroupState
+		if _, err := st.UnmarshalMsg(n.persisted["hg"]); err != nil || st.Term == 0 {
+			t.Fatalf("%s persisted %+v %v", ids[i], st, err)
+		}
+	}
+	t.Logf("host-driven: leader %v after %d ms", leaders, now)
+}
