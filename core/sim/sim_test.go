@@ -1,0 +1,312 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/electcore/electcore/core"
+)
+
+// faultSeeds is how many seeds of the whole fault mix each mode runs: 5,000
+// quorum + 5,000 bully (1,000 each with -short).
+func faultSeeds() int {
+	if testing.Short() {
+		return 1000
+	}
+	return 5000
+}
+
+func runMix(t *testing.T, mode core.Mode, first uint64) *Report {
+	t.Helper()
+	rep, err := RunMany(Options{Mode: mode}, Seeds(first, faultSeeds()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range rep.Violations {
+		if i == 3 {
+			t.Errorf("... %d violations in all", len(rep.Violations))
+			break
+		}
+		t.Errorf("%s\nreplay: sim.Run(sim.Options{Seed: %d, Mode: %q})\n%s", v, v.Seed, mode, v.Excerpt)
+	}
+	t.Logf("%s: %d seeds, %d steps, %.0f virtual hours, %d elections, %d bully split-brain elections in split networks, liveness after the faults %+v",
+		mode, rep.Seeds, rep.Steps, float64(rep.VirtualMs)/3.6e6, rep.Elections, rep.SplitBrains, rep.Liveness)
+	return rep
+}
+
+func TestFaultMixQuorum(t *testing.T) {
+	t.Parallel()
+	rep := runMix(t, core.ModeQuorum, 1)
+	if rep.Elections < int64(rep.Seeds) {
+		t.Errorf("only %d elections in %d seeds: the fault mix is too tame", rep.Elections, rep.Seeds)
+	}
+}
+
+func TestFaultMixBully(t *testing.T) {
+	t.Parallel()
+	rep := runMix(t, core.ModeBully, 1)
+	if rep.SplitBrains == 0 {
+		t.Error("no bully split brain in a split network: the partitions do not bite")
+	}
+}
+
+// TestFaultsHappen checks that the fault mix really injects what it says.
+func TestFaultsHappen(t *testing.T) {
+	var dropped, dups, outliers, crashes int64
+	for s := range uint64(40) {
+		res, err := Run(Options{Seed: s + 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dropped += res.Dropped
+		dups += res.Duplicated
+		outliers += res.Outliers
+		crashes += res.Crashes
+	}
+	if dropped == 0 || dups == 0 || outliers == 0 || crashes == 0 {
+		t.Errorf("40 seeds: dropped %d, duplicated %d, outliers %d, crashes %d: a fault never happens", dropped, dups, outliers, crashes)
+	}
+}
+
+// TestDeterministic: the same seed gives a byte-identical trace, twice; the
+// trace replays against a fresh engine; another seed gives another trace.
+func TestDeterministic(t *testing.T) {
+	for _, mode := range []core.Mode{core.ModeQuorum, core.ModeBully} {
+		o := Options{Seed: 42, Mode: mode, Record: true}
+		a, err := Run(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Run(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.TraceHash != b.TraceHash {
+			t.Fatalf("%s: same seed, trace hashes %s and %s", mode, a.TraceHash, b.TraceHash)
+		}
+		if !reflect.DeepEqual(a.Trace, b.Trace) {
+			t.Fatalf("%s: same seed, traces differ", mode)
+		}
+		if h := a.Trace.Hash(); h != a.TraceHash {
+			t.Fatalf("%s: Trace.Hash %s, TraceHash %s", mode, h, a.TraceHash)
+		}
+		ja, _ := json.Marshal(a)
+		jb, _ := json.Marshal(b)
+		if !bytes.Equal(ja, jb) {
+			t.Fatalf("%s: results differ:\n%s\n%s", mode, ja, jb)
+		}
+		if err := a.Trace.Replay(NewNative); err != nil {
+			t.Fatal(err)
+		}
+		o.Record = false
+		c, _ := Run(o) // recording must not change the run
+		if c.TraceHash != a.TraceHash {
+			t.Fatalf("%s: recording changed the run", mode)
+		}
+		o.Seed = 43
+		d, _ := Run(o)
+		if d.TraceHash == a.TraceHash {
+			t.Fatalf("%s: seeds 42 and 43 gave the same trace", mode)
+		}
+		steps := 0
+		for _, n := range a.Trace.Nodes {
+			steps += len(n.Steps)
+		}
+		if int64(steps) != a.Steps || steps == 0 {
+			t.Fatalf("%s: trace has %d steps, result says %d", mode, steps, a.Steps)
+		}
+	}
+}
+
+// TestRunManyMatchesRun: the parallel runner reports what sequential runs
+// observe, in seed order.
+func TestRunManyMatchesRun(t *testing.T) {
+	seeds := Seeds(1000, 24)
+	calls := 0
+	rep, err := RunMany(Options{Mode: core.ModeBully}, seeds, func(done, total int) {
+		calls++
+		if total != len(seeds) || done != calls {
+			t.Errorf("progress(%d, %d) at call %d", done, total, calls)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []*Result
+	for _, s := range seeds {
+		r, err := Run(Options{Seed: s, Mode: core.ModeBully})
+		if err != nil {
+			t.Fatal(err)
+		}
+		results = append(results, r)
+	}
+	seq := Aggregate(results)
+	if !reflect.DeepEqual(rep, seq) {
+		t.Fatalf("RunMany %+v\nsequential %+v", rep, seq)
+	}
+	if _, err := RunMany(Options{Mode: "raft"}, seeds[:2], nil); err == nil {
+		t.Fatal("RunMany accepted an unknown mode")
+	}
+}
+
+// liar wraps the native engine and misbehaves as told.
+type liar struct {
+	Stepper
+	id   string
+	kind string
+	r    *rand.Rand
+}
+
+func (l *liar) Step(in *core.Input, out *core.Output) error {
+	if l.kind == "amnesia" {
+		for i := range in.Join {
+			in.Join[i].State = core.GroupState{} // forgets its persisted term and vote
+		}
+	}
+	if err := l.Stepper.Step(in, out); err != nil {
+		return err
+	}
+	switch l.kind {
+	case "usurper":
+		// Claims leadership of any term it hears another leader announce.
+		for _, m := range in.Inbound {
+			if bytes.Contains(m.Payload, []byte(`"type":"leader"`)) && !bytes.Contains(m.Payload, []byte(`"from":"`+l.id+`"`)) {
+				var w struct{ Term uint64 }
+				json.Unmarshal(m.Payload, &w)
+				out.Events = append(out.Events, core.Event{Kind: core.EventBecameLeader, Group: "g", Term: w.Term, Leader: l.id, LeaseUntil: in.Now + 1000})
+			}
+		}
+	case "mute":
+		out.Publishes = out.Publishes[:0] // never says anything
+	case "fickle":
+		// Grants a vote to anyone asking, in any term, without persisting.
+		for _, m := range in.Inbound {
+			if bytes.Contains(m.Payload, []byte(`"type":"election"`)) && !bytes.Contains(m.Payload, []byte(`"pre":true`)) {
+				var w struct {
+					Candidate string
+					Term      uint64
+				}
+				json.Unmarshal(m.Payload, &w)
+				p := fmt.Sprintf(`{"type":"vote","group":"g","from":"%s","priority":1,"candidate":"%s","term":%d,"granted":true}`, l.id, w.Candidate, w.Term)
+				out.Publishes = append(out.Publishes, core.Message{Topic: "election:g", Payload: []byte(p)})
+			}
+		}
+	}
+	return nil
+}
+
+// TestCheckerCatchesBrokenEngines proves every invariant checker can fail:
+// engines that lie are caught, with a replayable seed and an excerpt.
+func TestCheckerCatchesBrokenEngines(t *testing.T) {
+	cases := []struct {
+		kind, liarID string
+		mode         core.Mode
+		want         []string
+	}{
+		{"usurper", "n1", core.ModeQuorum, []string{InvElectionSafety, InvLease}},
+		{"usurper", "n1", core.ModeBully, []string{InvElectionSafety}},
+		{"amnesia", "*", core.ModeQuorum, []string{InvTermDecrease}},
+		{"fickle", "*", core.ModeQuorum, []string{InvDoubleVote, InvPersist}},
+		{"mute", "*", core.ModeQuorum, []string{InvLiveness}},
+		{"mute", "*", core.ModeBully, []string{InvLiveness}},
+	}
+	for _, c := range cases {
+		t.Run(c.kind+"/"+string(c.mode), func(t *testing.T) {
+			found := map[string]bool{}
+			var first *Violation
+			var firstOpts Options
+			var firstRes *Result
+			for seed := uint64(1); seed <= 40 && len(found) < len(c.want); seed++ {
+				o := Options{Seed: seed, Mode: c.mode, NewStepper: func(id string) (Stepper, error) {
+					st, _ := NewNative(id)
+					if c.liarID != "*" && id != c.liarID {
+						return st, nil
+					}
+					return &liar{Stepper: st, id: id, kind: c.kind}, nil
+				}}
+				res, err := Run(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, v := range res.Violations {
+					if first == nil {
+						first, firstOpts, firstRes = &res.Violations[i], o, res
+					}
+					found[v.Invariant] = true
+				}
+			}
+			for _, w := range c.want {
+				if !found[w] {
+					t.Errorf("%s engine: %s never reported (found %v)", c.kind, w, found)
+				}
+			}
+			if first == nil {
+				return
+			}
+			if first.Excerpt == "" || first.Seed != firstOpts.Seed || len(first.Nodes) == 0 {
+				t.Errorf("violation without seed, nodes or excerpt: %+v", first)
+			}
+			again, _ := Run(firstOpts)
+			if !reflect.DeepEqual(again.Violations, firstRes.Violations) || again.TraceHash != firstRes.TraceHash {
+				t.Errorf("seed %d did not reproduce its violation", firstOpts.Seed)
+			}
+			t.Logf("%s\n%s", first, lastLines(first.Excerpt, 4))
+		})
+	}
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(l[max(len(l)-n, 0):], "\n")
+}
+
+// TestWallClockDoesNotMatter: the same seed with a wall clock that jumps
+// wildly at every step (or is absent) elects the same leaders at the same
+// instants; only the informational fields of the payloads differ.
+func TestWallClockDoesNotMatter(t *testing.T) {
+	events := func(res *Result) string {
+		var b strings.Builder
+		for _, n := range res.Trace.Nodes {
+			for _, s := range n.Steps {
+				var out core.Output
+				out.UnmarshalMsg(s.Output)
+				fmt.Fprintf(&b, "%d %s persist=%v wake=%d pubs=%d", s.AtMs, n.ID, out.Persist, out.WakeAt, len(out.Publishes))
+				for _, e := range out.Events {
+					fmt.Fprintf(&b, " %+v", e)
+				}
+				b.WriteByte('\n')
+			}
+		}
+		return b.String()
+	}
+	for seed := uint64(1); seed <= 20; seed++ {
+		mode := []core.Mode{core.ModeQuorum, core.ModeBully}[seed%2]
+		base, err := Run(Options{Seed: seed, Mode: mode, Record: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(seed, 7))
+		jumpy, err := Run(Options{Seed: seed, Mode: mode, Record: true, NewStepper: func(id string) (Stepper, error) {
+			st, _ := NewNative(id)
+			return stepFunc(func(in *core.Input, out *core.Output) error {
+				in.Wall = []int64{0, -5, 1, r.Int64N(1 << 50), 4_102_444_800_000}[r.IntN(5)]
+				return st.Step(in, out)
+			}), nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, b := events(base), events(jumpy); a != b {
+			t.Fatalf("seed %d: wall-clock jumps changed the election", seed)
+		}
+	}
+}
+
+type stepFunc func(in *core.Input, out *core.Output) error
+
+func (f stepFunc) Step(in *core.Input, out *core.Output) error { return f(in, out) }
