@@ -105,7 +105,11 @@ func (g *group) onClaim(e *Engine, m *wireMsg, l *member) {
 		}
 		g.stepDown(e, "a greater leader "+l.id+" claims term "+uitoa(m.Term))
 	case RoleFollower:
-		keep := g.leader != "" && g.leader != l.id && now-g.lastLeaderContact < g.cfg.ElectionTimeoutMs &&
+		// Keep a leader we heard claim within an election timeout: its own
+		// claim, not any contact (deferring to a candidate also counts as
+		// contact), or a follower clings to a leader long gone while better
+		// candidates come and go (the simulator's bully seed 102294).
+		keep := g.leader != "" && g.leader != l.id && now-g.leaderHeard < g.cfg.ElectionTimeoutMs &&
 			!claimBeats(m.Term, l.priority, l.id, g.leaderTerm, g.leaderPrio, g.leader)
 		if keep {
 			return // our live leader outranks this claim and will assert itself
@@ -114,7 +118,7 @@ func (g *group) onClaim(e *Engine, m *wireMsg, l *member) {
 	g.role = RoleFollower
 	g.setLeader(e, l.id, m.Term)
 	g.leaderPrio = l.priority
-	g.lastLeaderContact = now
+	g.lastLeaderContact, g.leaderHeard = now, now
 	g.resetElectionTimer(now)
 }
 

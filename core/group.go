@@ -41,6 +41,8 @@ type group struct {
 	handoff    bool     // candidate by a leader's hand-off: no vote requests, no lease from votes
 	collectEnd int64    // bully: declare victory at this time
 	claimTerm  uint64   // bully: the term this candidacy announced
+	// leaderHeard is when the known leader last claimed leadership (bully).
+	leaderHeard int64
 
 	// Leader state.
 	heartbeatAt int64 // next heartbeat

@@ -206,7 +206,7 @@ func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
 	}
 	if m.Term < g.term {
 		g.sendVote(e, m.Candidate, g.term, false, false) // tell it our term
-		return "" // answered, not refused: the reply carries our term (§5.1)
+		return ""                                        // answered, not refused: the reply carries our term (§5.1)
 	}
 	if m.Term > g.term {
 		if g.role == RoleLeader {
@@ -302,7 +302,7 @@ func (g *group) onHeartbeat(e *Engine, m *wireMsg) string {
 	now := e.now
 	if m.Term < g.term {
 		g.sendAck(e, m.Leader, g.term, m.Seq) // tell the stale leader our term
-		return "" // answered, not refused: the reply carries our term (§5.1)
+		return ""                             // answered, not refused: the reply carries our term (§5.1)
 	}
 	if g.role == RoleLeader && m.Term == g.term {
 		return "another leader claims my term" // impossible among honest members
