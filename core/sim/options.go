@@ -188,19 +188,7 @@ func (o Options) normalize() (*setup, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("sim: config: %w", err)
 	}
-	// Fill in the defaults the core will apply, for the simulator's own use.
-	if cfg.HeartbeatMs == 0 {
-		cfg.HeartbeatMs = core.DefaultHeartbeatMs
-	}
-	if cfg.ElectionTimeoutMs == 0 {
-		cfg.ElectionTimeoutMs = max(core.DefaultElectionTimeoutMs, 3*cfg.HeartbeatMs)
-	}
-	if cfg.MaxDriftPPM == 0 {
-		cfg.MaxDriftPPM = core.DefaultMaxDriftPPM
-	}
-	if cfg.CollectMs == 0 {
-		cfg.CollectMs = cfg.ElectionTimeoutMs / 4
-	}
+	cfg = fill(cfg) // the defaults the core applies, for the simulator's own use
 	s.cfg = cfg
 	s.latency = s.LatencyMs
 	if s.latency <= 0 {
@@ -264,11 +252,7 @@ func (o Options) normalize() (*setup, error) {
 // Clock drift stretches every local interval by at most 1+drift, which the
 // slack covers.
 func LivenessBound(mode core.Mode, cfg core.Config, maxDelayMs int64) int64 {
-	c, err := fill(cfg)
-	if err != nil {
-		return 0
-	}
-	return livenessBound(mode, c, maxDelayMs)
+	return livenessBound(mode, fill(cfg), maxDelayMs)
 }
 
 func livenessBound(mode core.Mode, c core.Config, d int64) int64 {
@@ -281,7 +265,8 @@ func livenessBound(mode core.Mode, c core.Config, d int64) int64 {
 	return b + b*c.MaxDriftPPM/1_000_000 + 1
 }
 
-func fill(c core.Config) (core.Config, error) {
+// fill applies the core's defaults to the timings of a valid config.
+func fill(c core.Config) core.Config {
 	if c.HeartbeatMs == 0 {
 		c.HeartbeatMs = core.DefaultHeartbeatMs
 	}
@@ -294,5 +279,5 @@ func fill(c core.Config) (core.Config, error) {
 	if c.CollectMs == 0 {
 		c.CollectMs = c.ElectionTimeoutMs / 4
 	}
-	return c, nil
+	return c
 }
