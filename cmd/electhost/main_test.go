@@ -20,6 +20,9 @@ import (
 // The e2e tests run the real binary, built once here, against a real embedded
 // NATS server and the pilotctl stand-in. The binary's electcore.wasm is the
 // repo root's (make wasm) or, if missing, one built here.
+// raceBuild is set by race_test.go under go test -race.
+var raceBuild bool
+
 var (
 	binPath  string // electhost
 	wasmPath string // electcore.wasm
@@ -45,7 +48,11 @@ func TestMain(m *testing.M) {
 func build(dir string) error {
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	binPath = filepath.Join(dir, "electhost")
-	if out, err := exec.Command(goBin, "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+	args := []string{"build", "-o", binPath}
+	if raceBuild {
+		args = append(args, "-race") // go test -race: the binary under test too
+	}
+	if out, err := exec.Command(goBin, append(args, ".")...).CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	wasmPath, _ = filepath.Abs(filepath.Join("..", "..", "electcore.wasm"))

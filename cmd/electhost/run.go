@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/electcore/electcore/core"
@@ -270,8 +271,18 @@ type agentState struct {
 	term        uint64
 	leading     bool
 	leaderSince time.Time
-	lostAt      time.Time // when the last leader was lost (leader "" seen), zero if a leader is known
-	prevLeader  string
+	lostAt      int64  // clock ms: last heard from the lost leader (or when it was lost)
+	prevLeader  string // the last non-empty leader
+}
+
+// lastLeader is the last leader known (current or lost).
+func (s *agentState) lastLeader() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leader != "" {
+		return s.leader
+	}
+	return s.prevLeader
 }
 
 func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
@@ -344,6 +355,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 
 	var mets *metrics.Metrics
 	var el *host.Election
+	var elp atomic.Pointer[host.Election] // el, for callbacks that may run before Join returns
 	lead := newLeadership(sup, o, logger)
 
 	cbs := host.Callbacks{
@@ -351,33 +363,52 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 			st.mu.Lock()
 			st.leading, st.leaderSince = true, time.Now()
 			st.mu.Unlock()
-			logger.Info("started leading", "term", term)
-			lead.start(lctx, term)
+			lead.start(lctx, term) // the host logs "started leading"
 		},
 		OnStoppedLeading: func(term uint64, reason string) {
 			st.mu.Lock()
 			st.leading = false
-			st.mu.Unlock()
-			logger.Info("stopped leading", "term", term, "reason", reason)
+			st.mu.Unlock() // the host logs "stopped leading"
 		},
 		OnNewLeader: func(leader string, term uint64) {
+			// Failover: from the last message heard from the lost leader (as
+			// the core saw it) to knowing the new one; if it was never heard
+			// (e.g. we just started), from the moment we lost it.
+			var lastHeard int64 = -1
+			if e := elp.Load(); e != nil {
+				for _, m := range e.Status().Members {
+					if m.ID == st.lastLeader() && m.LastHeard > 0 {
+						lastHeard = m.LastHeard
+					}
+				}
+			}
+			now := clock.NowMs()
 			st.mu.Lock()
 			prev := st.leader
 			st.leader, st.term = leader, max(st.term, term)
 			var failover time.Duration
 			measured := false
-			if leader == "" {
-				if prev != "" {
-					st.lostAt, st.prevLeader = time.Now(), prev
+			switch {
+			case leader == "" && prev != "":
+				st.lostAt, st.prevLeader = now, prev
+				if lastHeard > 0 {
+					st.lostAt = lastHeard
 				}
-			} else if leader != prev {
-				if !st.lostAt.IsZero() {
-					failover, measured = time.Since(st.lostAt), true
+			case leader != "" && leader != prev:
+				if st.prevLeader != "" && st.prevLeader != leader {
+					from := st.lostAt
+					if prev != "" { // changed without a leaderless gap
+						from = now
+						if lastHeard > 0 {
+							from = lastHeard
+						}
+					}
+					failover, measured = time.Duration(max(now-from, 0))*time.Millisecond, true
 				}
-				st.lostAt = time.Time{}
+				st.prevLeader = leader
 			}
 			st.mu.Unlock()
-			if mets != nil && leader != prev {
+			if leader != prev {
 				mets.LeaderChanged()
 				if measured {
 					mets.ObserveFailover(failover)
@@ -385,6 +416,8 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 			}
 			if leader == "" {
 				logger.Info("no leader known", "term", term)
+			} else if measured {
+				logger.Info("leader", "leader", leader, "term", term, "failover", failover)
 			} else {
 				logger.Info("leader", "leader", leader, "term", term)
 			}
@@ -397,8 +430,8 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 			Rejected:    as.Rejected + as.Transport.Rejected,
 			PublishErrs: as.PublishErrors, Traps: as.Traps,
 		}
-		if el != nil {
-			cs := el.Status()
+		if e := elp.Load(); e != nil {
+			cs := e.Status()
 			s.Elections, s.Term = cs.Elections, cs.Term
 			s.IsLeader = cs.Role == core.RoleLeader
 		}
@@ -409,7 +442,9 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		return s
 	})
 
+	// Callbacks may fire before Join returns: mets must exist first.
 	el, err = agent.Join(ctx, o.cfg, cbs)
+	elp.Store(el)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
