@@ -10,8 +10,9 @@ TEST_TIMEOUT ?= 8m
 TEST_FLAGS   ?=
 FUZZTIME     ?= 10s
 BENCHTIME    ?= 1s
-SOAK_SEEDS   ?= 20000
-SOAK_NODES   ?= 5
+SOAK_SEEDS   ?= 100000
+# Empty: the fault mix draws 3..7 nodes per seed.
+SOAK_NODES   ?=
 NODE_DIR     := examples/node
 
 # Packages that only build for GOOS=wasip1 (the module itself) are vetted
@@ -34,7 +35,7 @@ help:
 	@echo "make demo    the guided election demo on an embedded NATS server"
 	@echo "make bench   every Go benchmark once (BENCHTIME=$(BENCHTIME))"
 	@echo "make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME)"
-	@echo "make soak    a long simulation (SOAK_SEEDS=$(SOAK_SEEDS) per mode)"
+	@echo "make soak    a long simulation (SOAK_SEEDS=$(SOAK_SEEDS) seeds per mode, fault mix + failover)"
 
 build: $(BIN)
 
@@ -83,8 +84,8 @@ fuzz: wasm
 	done
 
 soak: wasm
-	$(GO) run ./cmd/electhost sim --mode quorum --seeds $(SOAK_SEEDS) --nodes $(SOAK_NODES)
-	$(GO) run ./cmd/electhost sim --mode bully --seeds $(SOAK_SEEDS) --nodes $(SOAK_NODES)
+	$(GO) run ./cmd/electhost sim --mode quorum --seeds $(SOAK_SEEDS) $(if $(SOAK_NODES),--nodes $(SOAK_NODES))
+	$(GO) run ./cmd/electhost sim --mode bully --seeds $(SOAK_SEEDS) $(if $(SOAK_NODES),--nodes $(SOAK_NODES))
 
 clean:
 	rm -rf bin $(WASM)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -33,6 +34,10 @@ func TestMain(m *testing.M) {
 	switch os.Getenv("ELECTHOST_TEST_HELPER") {
 	case "leadercmd":
 		os.Exit(leaderCmdMain())
+	}
+	flag.Parse()
+	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
+		os.Exit(m.Run()) // listing tests (make fuzz): no binary needed
 	}
 	dir, err := os.MkdirTemp("", "electhost-e2e-")
 	if err != nil {

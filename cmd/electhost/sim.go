@@ -257,12 +257,12 @@ func printSimTable(w io.Writer, r *simReport) {
 	fmt.Fprintf(w, "electcore simulator: mode %s, scenario %s, nodes %s, seeds %d..%d (%d runs, %.1f s of virtual time, %d ms real)\n\n",
 		r.Mode, r.Scenario, nodes, r.FirstSeed, r.FirstSeed+uint64(r.Seeds)-1, r.Runs, float64(r.VirtualMs)/1000, r.ElapsedMs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEASURE\tN\tP50\tP99\tMAX\tMEAN\t")
+	fmt.Fprintln(tw, "MEASURE\tN\tP50\tP99\tMAX\tMEAN")
 	row := func(name string, s statsJSON, unit string) {
 		if s.N == 0 {
 			return
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d%s\t%d%s\t%d%s\t%.1f%s\t\n", name, s.N, s.P50, unit, s.P99, unit, s.Max, unit, s.Mean, unit)
+		fmt.Fprintf(tw, "%s\t%d\t%d%s\t%d%s\t%d%s\t%.1f%s\n", name, s.N, s.P50, unit, s.P99, unit, s.Max, unit, s.Mean, unit)
 	}
 	row("failover (all know)", r.FailoverMs, " ms")
 	row("failover (elected)", r.FailoverElectedMs, " ms")
