@@ -310,3 +310,29 @@ func TestWallClockDoesNotMatter(t *testing.T) {
 type stepFunc func(in *core.Input, out *core.Output) error
 
 func (f stepFunc) Step(in *core.Input, out *core.Output) error { return f(in, out) }
+
+// TestLeaseStress aims the fault mix at the lease: a 1 ms bus (elections
+// finish as soon as the voters' election timeouts allow), a 5% drift bound
+// (clocks at both extremes) and many partitions, a third of which cut the
+// leader off right after it spoke. An engine whose lease ignored the drift
+// bound fails here within a few hundred seeds.
+func TestLeaseStress(t *testing.T) {
+	t.Parallel()
+	n := 1000
+	if testing.Short() {
+		n = 300
+	}
+	rep, err := RunMany(Options{Mode: core.ModeQuorum, LatencyMs: 1,
+		Config: core.Config{MaxDriftPPM: 50_000, HeartbeatMs: 500, ElectionTimeoutMs: 2000},
+		Faults: &FaultMix{Partitions: 8, Crashes: 2, Commands: 2}}, Seeds(1, n), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range rep.Violations {
+		if i == 3 {
+			break
+		}
+		t.Errorf("%s\n%s", v, v.Excerpt)
+	}
+	t.Logf("%d seeds, %d elections", rep.Seeds, rep.Elections)
+}
