@@ -11,7 +11,7 @@ import (
 
 // Invariant names, as reported in Violation.Invariant.
 const (
-	InvElectionSafety = "election-safety"  // two leaders in one term
+	InvElectionSafety = "election-safety"   // two leaders in one term
 	InvLease          = "lease-exclusivity" // two valid leases at one real instant
 	InvTermDecrease   = "term-decreased"    // a node's persisted term went down
 	InvDoubleVote     = "double-vote"       // two different votes in one term

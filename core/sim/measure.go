@@ -12,19 +12,19 @@ import (
 // (resign) or split the swarm and heal it (heal); record how long the swarm
 // takes to agree again; repeat Cycles times.
 type measure struct {
-	w       *world
-	state   int
-	cycles  int
-	at      int64 // when the current disruption began
-	old     int   // the leader disrupted
+	w          *world
+	state      int
+	cycles     int
+	at         int64 // when the current disruption began
+	old        int   // the leader disrupted
 	gotElected bool
-	pubs    int64 // election publishes counter at the disruption
-	first   bool
-	sides   [2][]int
-	heal    Heal
-	fo      Failover
-	ho      Handoff
-	maxTerm uint64
+	pubs       int64 // election publishes counter at the disruption
+	first      bool
+	sides      [2][]int
+	heal       Heal
+	fo         Failover
+	ho         Handoff
+	maxTerm    uint64
 }
 
 const (
