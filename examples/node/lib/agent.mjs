@@ -1,0 +1,186 @@
+// agent.mjs — an election agent around one electcore core (ExtismCore or
+// RawCore): batches what arrived into one step, applies the output in the
+// core's order (persist, then publish, then events), and sleeps until the
+// next message or the core's wake-up time. Single-threaded: one step at a
+// time.
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { encodeInput, decodeOutput, encodeState, Cmd, EventNames, topicOf } from './electcore.mjs';
+
+// FileStore keeps each group's persisted core.GroupState ({group, term, vote,
+// epoch, ...} as the core handed it) in <dir>/<group>.json,
+// written atomically (temp file, fsync, rename, fsync of the directory).
+export class FileStore {
+  constructor(dir) {
+    this.dir = dir;
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  }
+  file(group) { return path.join(this.dir, `${encodeURIComponent(group)}.json`); }
+  load(group) {
+    let text;
+    try { text = fs.readFileSync(this.file(group), 'utf8'); } catch (e) {
+      if (e.code === 'ENOENT') return null;
+      throw e;
+    }
+    const s = JSON.parse(text); // corrupt state must stop the agent, not reset its vote
+    if (s.group !== group || !Number.isSafeInteger(s.term) || typeof s.vote !== 'string') {
+      throw new Error(`state file ${this.file(group)} is unusable`);
+    }
+    return s;
+  }
+  save(state) {
+    const file = this.file(state.group);
+    const tmp = `${file}.tmp`;
+    const fd = fs.openSync(tmp, 'w', 0o600);
+    try {
+      fs.writeSync(fd, JSON.stringify(state) + '\n');
+      fs.fsyncSync(fd);
+    } finally { fs.closeSync(fd); }
+    fs.renameSync(tmp, file);
+    const dfd = fs.openSync(this.dir, 'r');
+    try { fs.fsyncSync(dfd); } finally { fs.closeSync(dfd); }
+  }
+}
+
+// MemStore: tests only (a restarted process forgets its votes).
+export class MemStore {
+  m = new Map();
+  load(group) { return this.m.get(group) ?? null; }
+  save(state) { this.m.set(state.group, { ...state }); }
+}
+
+// A monotonic millisecond clock (never the wall clock).
+export const monotonicMs = () => Math.floor(performance.now());
+
+export class Agent {
+  // core: ExtismCore or RawCore; transport: {publish(topic, bytes), subscribe(topic, cb(bytes))};
+  // onEvent(ev) gets {event, group, term, leader, lease_until, reason}.
+  constructor({ core, transport, store = new MemStore(), clock = monotonicMs, onEvent = () => {}, onError = () => {} }) {
+    Object.assign(this, { core, transport, store, clock, onEvent, onError });
+    this.groups = new Map(); // group -> config
+    this.leading = new Map(); // group -> the term this agent leads (the fencing token)
+    this.inbox = [];
+    this.cmds = [];
+    this.queue = Promise.resolve(); // serialises calls into the core
+    this.timer = null;
+    this.wakeAt = 0;
+    this.pending = false;
+    this.closed = false;
+    this.stats = { steps: 0, in: 0, out: 0, traps: 0, persistErrors: 0 };
+  }
+
+  serial(fn) {
+    const p = this.queue.then(fn);
+    this.queue = p.catch(() => {});
+    return p;
+  }
+
+  // join subscribes to the group's topic, then joins it with the persisted
+  // state (none: a first start). Rejects if the core refuses the config.
+  async join(config) {
+    const group = config.group;
+    if (this.groups.has(group)) throw new Error(`group ${group} already joined`);
+    const state = this.store.load(group) ?? { group: '', term: 0, vote: '' };
+    await this.transport.subscribe(topicOf(group), (payload) => this.deliver(topicOf(group), payload));
+    await this.serial(async () => {
+      const now = this.clock();
+      const bytes = encodeInput({ now, wall: Date.now(), join: [{ config, state }] });
+      const out = decodeOutput(await this.core.joinBytes(bytes));
+      this.groups.set(group, config);
+      this.apply(out, now);
+    });
+  }
+
+  deliver(topic, payload) {
+    if (this.closed) return;
+    this.inbox.push({ t: topic, p: payload });
+    this.kick();
+  }
+
+  command(kind, group, to = '') {
+    this.cmds.push({ k: typeof kind === 'number' ? kind : Cmd[kind], g: group, to });
+    return this.serial(() => this.step()); // resolves once the command was stepped
+  }
+
+  kick() {
+    if (this.pending || this.closed) return;
+    this.pending = true;
+    setImmediate(() => { this.pending = false; this.serial(() => this.step()); });
+  }
+
+  async step() {
+    if (this.closed && this.cmds.length === 0) return;
+    const now = this.clock();
+    const input = { now, wall: Date.now(), in: this.inbox.splice(0), cmd: this.cmds.splice(0) };
+    this.stats.in += input.in.length;
+    let out;
+    try {
+      out = decodeOutput(await this.core.stepBytes(encodeInput(input)));
+    } catch (err) {
+      if (!this.core.constructor.isTrap(err)) { this.onError(err); return; }
+      await this.recover(err);
+      return;
+    }
+    this.apply(out, now);
+  }
+
+  // recover replaces a trapped instance and rejoins every group from the
+  // persisted state (the messages of the failed batch are lost, as on a lossy bus).
+  async recover(err) {
+    this.stats.traps++;
+    this.onError(new Error(`wasm trap, re-instantiating: ${err.message}`));
+    await this.core.renew();
+    const now = this.clock();
+    const join = [...this.groups.values()].map((config) => ({
+      config, state: this.store.load(config.group) ?? { group: '', term: 0, vote: '' },
+    }));
+    this.apply(decodeOutput(await this.core.stepBytes(encodeInput({ now, wall: Date.now(), join }))), now);
+  }
+
+  apply(out, now) {
+    this.stats.steps++;
+    // 1. Persist before anything of this batch leaves the process.
+    try {
+      for (const s of out.persist) this.store.save(encodeState(s));
+    } catch (err) {
+      this.stats.persistErrors++;
+      this.onError(new Error(`persist failed, the batch's ${out.pub.length} publishes were not sent: ${err.message}`));
+      out.pub = [];
+    }
+    // 2. Publish.
+    for (const m of out.pub) {
+      try { this.transport.publish(m.t, m.p); this.stats.out++; } catch (err) { this.onError(err); }
+    }
+    // 3. Events.
+    for (const ev of out.ev) {
+      if (ev.k === 2) this.leading.set(ev.g, ev.term);
+      if (ev.k === 4 || ev.k === 7) this.leading.delete(ev.g);
+      if (ev.k === 7) this.groups.delete(ev.g);
+      this.onEvent({ event: EventNames[ev.k] ?? `kind-${ev.k}`, group: ev.g, term: ev.term, leader: ev.leader,
+        lease_until: ev.lease, reason: ev.why });
+    }
+    // 4. Wake up at out.wake (0: no timer).
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    if (out.wake > 0 && !this.closed) {
+      this.wakeAt = out.wake;
+      this.timer = setTimeout(() => { this.timer = null; this.serial(() => this.step()); }, Math.max(0, out.wake - now));
+    }
+  }
+
+  status(group) { return this.serial(() => this.core.status(group)); }
+
+  // close resigns and leaves every group (resign=false: leave only, e.g. to
+  // simulate a crash use process.exit instead), then stops stepping.
+  async close({ resign = true } = {}) {
+    for (const g of this.groups.keys()) {
+      if (resign && this.leading.has(g)) this.cmds.push({ k: Cmd.resign, g, to: '' });
+      this.cmds.push({ k: Cmd.leave, g, to: '' });
+    }
+    await this.serial(() => this.step());
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.queue;
+  }
+}
