@@ -39,6 +39,10 @@ type GroupState struct {
 	Group string `msg:"group"`
 	Term  uint64 `msg:"term"`
 	Vote  string `msg:"vote"`
+	// Epoch counts this agent's joins of the group with auth on: signed
+	// messages carry it so that a restarted sender is not taken for a replay
+	// (auth.go). Persist it like Term.
+	Epoch uint64 `msg:"epoch"`
 }
 
 // CommandKind says what a Command asks for.
@@ -193,6 +197,13 @@ type Status struct {
 	Elections uint64         `msg:"elections"` // campaigns this agent started
 	Received  uint64         `msg:"received"`  // wire messages accepted
 	Rejected  uint64         `msg:"rejected"`  // wire messages refused
+	// Authentication (auth.go): the mode, this agent's epoch, and the
+	// refusals by reason (all included in Rejected).
+	Auth     AuthMode `msg:"auth"`
+	Epoch    uint64   `msg:"epoch"`
+	Unsigned uint64   `msg:"unsigned"` // no signature while auth is on
+	Forged   uint64   `msg:"forged"`   // bad signature, unknown key, malformed envelope
+	Replayed uint64   `msg:"replayed"` // an epoch that is over, or a counter already seen
 }
 
 // MemberStatus is what a group knows of one member.

@@ -250,16 +250,11 @@ func (z *GroupSpec) MarshalMsg(b []byte) (o []byte, err error) {
 	}
 	// string "state"
 	o = append(o, 0xa5, 0x73, 0x74, 0x61, 0x74, 0x65)
-	// map header, size 3
-	// string "group"
-	o = append(o, 0x83, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
-	o = msgp.AppendString(o, z.State.Group)
-	// string "term"
-	o = append(o, 0xa4, 0x74, 0x65, 0x72, 0x6d)
-	o = msgp.AppendUint64(o, z.State.Term)
-	// string "vote"
-	o = append(o, 0xa4, 0x76, 0x6f, 0x74, 0x65)
-	o = msgp.AppendString(o, z.State.Vote)
+	o, err = z.State.MarshalMsg(o)
+	if err != nil {
+		err = msgp.WrapError(err, "State")
+		return
+	}
 	return
 }
 
@@ -288,45 +283,10 @@ func (z *GroupSpec) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				return
 			}
 		case "state":
-			var zb0002 uint32
-			zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
+			bts, err = z.State.UnmarshalMsg(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "State")
 				return
-			}
-			for zb0002 > 0 {
-				zb0002--
-				field, bts, err = msgp.ReadMapKeyZC(bts)
-				if err != nil {
-					err = msgp.WrapError(err, "State")
-					return
-				}
-				switch msgp.UnsafeString(field) {
-				case "group":
-					z.State.Group, bts, err = msgp.ReadStringBytes(bts)
-					if err != nil {
-						err = msgp.WrapError(err, "State", "Group")
-						return
-					}
-				case "term":
-					z.State.Term, bts, err = msgp.ReadUint64Bytes(bts)
-					if err != nil {
-						err = msgp.WrapError(err, "State", "Term")
-						return
-					}
-				case "vote":
-					z.State.Vote, bts, err = msgp.ReadStringBytes(bts)
-					if err != nil {
-						err = msgp.WrapError(err, "State", "Vote")
-						return
-					}
-				default:
-					bts, err = msgp.Skip(bts)
-					if err != nil {
-						err = msgp.WrapError(err, "State")
-						return
-					}
-				}
 			}
 		default:
 			bts, err = msgp.Skip(bts)
@@ -342,16 +302,16 @@ func (z *GroupSpec) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *GroupSpec) Msgsize() (s int) {
-	s = 1 + 7 + z.Config.Msgsize() + 6 + 1 + 6 + msgp.StringPrefixSize + len(z.State.Group) + 5 + msgp.Uint64Size + 5 + msgp.StringPrefixSize + len(z.State.Vote)
+	s = 1 + 7 + z.Config.Msgsize() + 6 + z.State.Msgsize()
 	return
 }
 
 // MarshalMsg implements msgp.Marshaler
-func (z GroupState) MarshalMsg(b []byte) (o []byte, err error) {
+func (z *GroupState) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 3
+	// map header, size 4
 	// string "group"
-	o = append(o, 0x83, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
+	o = append(o, 0x84, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
 	o = msgp.AppendString(o, z.Group)
 	// string "term"
 	o = append(o, 0xa4, 0x74, 0x65, 0x72, 0x6d)
@@ -359,6 +319,9 @@ func (z GroupState) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "vote"
 	o = append(o, 0xa4, 0x76, 0x6f, 0x74, 0x65)
 	o = msgp.AppendString(o, z.Vote)
+	// string "epoch"
+	o = append(o, 0xa5, 0x65, 0x70, 0x6f, 0x63, 0x68)
+	o = msgp.AppendUint64(o, z.Epoch)
 	return
 }
 
@@ -398,6 +361,12 @@ func (z *GroupState) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Vote")
 				return
 			}
+		case "epoch":
+			z.Epoch, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Epoch")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -411,8 +380,8 @@ func (z *GroupState) UnmarshalMsg(bts []byte) (o []byte, err error) {
 }
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
-func (z GroupState) Msgsize() (s int) {
-	s = 1 + 6 + msgp.StringPrefixSize + len(z.Group) + 5 + msgp.Uint64Size + 5 + msgp.StringPrefixSize + len(z.Vote)
+func (z *GroupState) Msgsize() (s int) {
+	s = 1 + 6 + msgp.StringPrefixSize + len(z.Group) + 5 + msgp.Uint64Size + 5 + msgp.StringPrefixSize + len(z.Vote) + 6 + msgp.Uint64Size
 	return
 }
 
@@ -430,9 +399,19 @@ func (z *Input) MarshalMsg(b []byte) (o []byte, err error) {
 	o = append(o, 0xa4, 0x6a, 0x6f, 0x69, 0x6e)
 	o = msgp.AppendArrayHeader(o, uint32(len(z.Join)))
 	for za0001 := range z.Join {
-		o, err = z.Join[za0001].MarshalMsg(o)
+		// map header, size 2
+		// string "config"
+		o = append(o, 0x82, 0xa6, 0x63, 0x6f, 0x6e, 0x66, 0x69, 0x67)
+		o, err = z.Join[za0001].Config.MarshalMsg(o)
 		if err != nil {
-			err = msgp.WrapError(err, "Join", za0001)
+			err = msgp.WrapError(err, "Join", za0001, "Config")
+			return
+		}
+		// string "state"
+		o = append(o, 0xa5, 0x73, 0x74, 0x61, 0x74, 0x65)
+		o, err = z.Join[za0001].State.MarshalMsg(o)
+		if err != nil {
+			err = msgp.WrapError(err, "Join", za0001, "State")
 			return
 		}
 	}
@@ -504,33 +483,62 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				z.Join = make([]GroupSpec, zb0002)
 			}
 			for za0001 := range z.Join {
-				bts, err = z.Join[za0001].UnmarshalMsg(bts)
+				var zb0003 uint32
+				zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "Join", za0001)
 					return
 				}
+				for zb0003 > 0 {
+					zb0003--
+					field, bts, err = msgp.ReadMapKeyZC(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "Join", za0001)
+						return
+					}
+					switch msgp.UnsafeString(field) {
+					case "config":
+						bts, err = z.Join[za0001].Config.UnmarshalMsg(bts)
+						if err != nil {
+							err = msgp.WrapError(err, "Join", za0001, "Config")
+							return
+						}
+					case "state":
+						bts, err = z.Join[za0001].State.UnmarshalMsg(bts)
+						if err != nil {
+							err = msgp.WrapError(err, "Join", za0001, "State")
+							return
+						}
+					default:
+						bts, err = msgp.Skip(bts)
+						if err != nil {
+							err = msgp.WrapError(err, "Join", za0001)
+							return
+						}
+					}
+				}
 			}
 		case "in":
-			var zb0003 uint32
-			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			var zb0004 uint32
+			zb0004, bts, err = msgp.ReadArrayHeaderBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Inbound")
 				return
 			}
-			if cap(z.Inbound) >= int(zb0003) {
-				z.Inbound = (z.Inbound)[:zb0003]
+			if cap(z.Inbound) >= int(zb0004) {
+				z.Inbound = (z.Inbound)[:zb0004]
 			} else {
-				z.Inbound = make([]Message, zb0003)
+				z.Inbound = make([]Message, zb0004)
 			}
 			for za0002 := range z.Inbound {
-				var zb0004 uint32
-				zb0004, bts, err = msgp.ReadMapHeaderBytes(bts)
+				var zb0005 uint32
+				zb0005, bts, err = msgp.ReadMapHeaderBytes(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "Inbound", za0002)
 					return
 				}
-				for zb0004 > 0 {
-					zb0004--
+				for zb0005 > 0 {
+					zb0005--
 					field, bts, err = msgp.ReadMapKeyZC(bts)
 					if err != nil {
 						err = msgp.WrapError(err, "Inbound", za0002)
@@ -559,16 +567,16 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				}
 			}
 		case "cmd":
-			var zb0005 uint32
-			zb0005, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			var zb0006 uint32
+			zb0006, bts, err = msgp.ReadArrayHeaderBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Commands")
 				return
 			}
-			if cap(z.Commands) >= int(zb0005) {
-				z.Commands = (z.Commands)[:zb0005]
+			if cap(z.Commands) >= int(zb0006) {
+				z.Commands = (z.Commands)[:zb0006]
 			} else {
-				z.Commands = make([]Command, zb0005)
+				z.Commands = make([]Command, zb0006)
 			}
 			for za0003 := range z.Commands {
 				bts, err = z.Commands[za0003].UnmarshalMsg(bts)
@@ -593,7 +601,7 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 func (z *Input) Msgsize() (s int) {
 	s = 1 + 4 + msgp.Int64Size + 5 + msgp.Int64Size + 5 + msgp.ArrayHeaderSize
 	for za0001 := range z.Join {
-		s += z.Join[za0001].Msgsize()
+		s += 1 + 7 + z.Join[za0001].Config.Msgsize() + 6 + z.Join[za0001].State.Msgsize()
 	}
 	s += 3 + msgp.ArrayHeaderSize
 	for za0002 := range z.Inbound {
@@ -745,16 +753,11 @@ func (z *Output) MarshalMsg(b []byte) (o []byte, err error) {
 	o = append(o, 0x84, 0xa7, 0x70, 0x65, 0x72, 0x73, 0x69, 0x73, 0x74)
 	o = msgp.AppendArrayHeader(o, uint32(len(z.Persist)))
 	for za0001 := range z.Persist {
-		// map header, size 3
-		// string "group"
-		o = append(o, 0x83, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
-		o = msgp.AppendString(o, z.Persist[za0001].Group)
-		// string "term"
-		o = append(o, 0xa4, 0x74, 0x65, 0x72, 0x6d)
-		o = msgp.AppendUint64(o, z.Persist[za0001].Term)
-		// string "vote"
-		o = append(o, 0xa4, 0x76, 0x6f, 0x74, 0x65)
-		o = msgp.AppendString(o, z.Persist[za0001].Vote)
+		o, err = z.Persist[za0001].MarshalMsg(o)
+		if err != nil {
+			err = msgp.WrapError(err, "Persist", za0001)
+			return
+		}
 	}
 	// string "pub"
 	o = append(o, 0xa3, 0x70, 0x75, 0x62)
@@ -815,68 +818,33 @@ func (z *Output) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				z.Persist = make([]GroupState, zb0002)
 			}
 			for za0001 := range z.Persist {
-				var zb0003 uint32
-				zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
+				bts, err = z.Persist[za0001].UnmarshalMsg(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "Persist", za0001)
 					return
 				}
-				for zb0003 > 0 {
-					zb0003--
-					field, bts, err = msgp.ReadMapKeyZC(bts)
-					if err != nil {
-						err = msgp.WrapError(err, "Persist", za0001)
-						return
-					}
-					switch msgp.UnsafeString(field) {
-					case "group":
-						z.Persist[za0001].Group, bts, err = msgp.ReadStringBytes(bts)
-						if err != nil {
-							err = msgp.WrapError(err, "Persist", za0001, "Group")
-							return
-						}
-					case "term":
-						z.Persist[za0001].Term, bts, err = msgp.ReadUint64Bytes(bts)
-						if err != nil {
-							err = msgp.WrapError(err, "Persist", za0001, "Term")
-							return
-						}
-					case "vote":
-						z.Persist[za0001].Vote, bts, err = msgp.ReadStringBytes(bts)
-						if err != nil {
-							err = msgp.WrapError(err, "Persist", za0001, "Vote")
-							return
-						}
-					default:
-						bts, err = msgp.Skip(bts)
-						if err != nil {
-							err = msgp.WrapError(err, "Persist", za0001)
-							return
-						}
-					}
-				}
 			}
 		case "pub":
-			var zb0004 uint32
-			zb0004, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Publishes")
 				return
 			}
-			if cap(z.Publishes) >= int(zb0004) {
-				z.Publishes = (z.Publishes)[:zb0004]
+			if cap(z.Publishes) >= int(zb0003) {
+				z.Publishes = (z.Publishes)[:zb0003]
 			} else {
-				z.Publishes = make([]Message, zb0004)
+				z.Publishes = make([]Message, zb0003)
 			}
 			for za0002 := range z.Publishes {
-				var zb0005 uint32
-				zb0005, bts, err = msgp.ReadMapHeaderBytes(bts)
+				var zb0004 uint32
+				zb0004, bts, err = msgp.ReadMapHeaderBytes(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "Publishes", za0002)
 					return
 				}
-				for zb0005 > 0 {
-					zb0005--
+				for zb0004 > 0 {
+					zb0004--
 					field, bts, err = msgp.ReadMapKeyZC(bts)
 					if err != nil {
 						err = msgp.WrapError(err, "Publishes", za0002)
@@ -905,16 +873,16 @@ func (z *Output) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				}
 			}
 		case "ev":
-			var zb0006 uint32
-			zb0006, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			var zb0005 uint32
+			zb0005, bts, err = msgp.ReadArrayHeaderBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Events")
 				return
 			}
-			if cap(z.Events) >= int(zb0006) {
-				z.Events = (z.Events)[:zb0006]
+			if cap(z.Events) >= int(zb0005) {
+				z.Events = (z.Events)[:zb0005]
 			} else {
-				z.Events = make([]Event, zb0006)
+				z.Events = make([]Event, zb0005)
 			}
 			for za0003 := range z.Events {
 				bts, err = z.Events[za0003].UnmarshalMsg(bts)
@@ -945,7 +913,7 @@ func (z *Output) UnmarshalMsg(bts []byte) (o []byte, err error) {
 func (z *Output) Msgsize() (s int) {
 	s = 1 + 8 + msgp.ArrayHeaderSize
 	for za0001 := range z.Persist {
-		s += 1 + 6 + msgp.StringPrefixSize + len(z.Persist[za0001].Group) + 5 + msgp.Uint64Size + 5 + msgp.StringPrefixSize + len(z.Persist[za0001].Vote)
+		s += z.Persist[za0001].Msgsize()
 	}
 	s += 4 + msgp.ArrayHeaderSize
 	for za0002 := range z.Publishes {
@@ -990,9 +958,9 @@ func (z Role) Msgsize() (s int) {
 // MarshalMsg implements msgp.Marshaler
 func (z *Status) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 13
+	// map header, size 18
 	// string "group"
-	o = append(o, 0x8d, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
+	o = append(o, 0xde, 0x0, 0x12, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
 	o = msgp.AppendString(o, z.Group)
 	// string "id"
 	o = append(o, 0xa2, 0x69, 0x64)
@@ -1046,6 +1014,25 @@ func (z *Status) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "rejected"
 	o = append(o, 0xa8, 0x72, 0x65, 0x6a, 0x65, 0x63, 0x74, 0x65, 0x64)
 	o = msgp.AppendUint64(o, z.Rejected)
+	// string "auth"
+	o = append(o, 0xa4, 0x61, 0x75, 0x74, 0x68)
+	o, err = z.Auth.MarshalMsg(o)
+	if err != nil {
+		err = msgp.WrapError(err, "Auth")
+		return
+	}
+	// string "epoch"
+	o = append(o, 0xa5, 0x65, 0x70, 0x6f, 0x63, 0x68)
+	o = msgp.AppendUint64(o, z.Epoch)
+	// string "unsigned"
+	o = append(o, 0xa8, 0x75, 0x6e, 0x73, 0x69, 0x67, 0x6e, 0x65, 0x64)
+	o = msgp.AppendUint64(o, z.Unsigned)
+	// string "forged"
+	o = append(o, 0xa6, 0x66, 0x6f, 0x72, 0x67, 0x65, 0x64)
+	o = msgp.AppendUint64(o, z.Forged)
+	// string "replayed"
+	o = append(o, 0xa8, 0x72, 0x65, 0x70, 0x6c, 0x61, 0x79, 0x65, 0x64)
+	o = msgp.AppendUint64(o, z.Replayed)
 	return
 }
 
@@ -1197,6 +1184,36 @@ func (z *Status) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Rejected")
 				return
 			}
+		case "auth":
+			bts, err = z.Auth.UnmarshalMsg(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Auth")
+				return
+			}
+		case "epoch":
+			z.Epoch, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Epoch")
+				return
+			}
+		case "unsigned":
+			z.Unsigned, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Unsigned")
+				return
+			}
+		case "forged":
+			z.Forged, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Forged")
+				return
+			}
+		case "replayed":
+			z.Replayed, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Replayed")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -1211,10 +1228,10 @@ func (z *Status) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *Status) Msgsize() (s int) {
-	s = 1 + 6 + msgp.StringPrefixSize + len(z.Group) + 3 + msgp.StringPrefixSize + len(z.ID) + 5 + z.Mode.Msgsize() + 5 + msgp.Uint8Size + 7 + msgp.StringPrefixSize + len(z.Leader) + 5 + msgp.Uint64Size + 5 + msgp.StringPrefixSize + len(z.Vote) + 12 + msgp.Int64Size + 9 + msgp.Uint32Size + 8 + msgp.ArrayHeaderSize
+	s = 3 + 6 + msgp.StringPrefixSize + len(z.Group) + 3 + msgp.StringPrefixSize + len(z.ID) + 5 + z.Mode.Msgsize() + 5 + msgp.Uint8Size + 7 + msgp.StringPrefixSize + len(z.Leader) + 5 + msgp.Uint64Size + 5 + msgp.StringPrefixSize + len(z.Vote) + 12 + msgp.Int64Size + 9 + msgp.Uint32Size + 8 + msgp.ArrayHeaderSize
 	for za0001 := range z.Members {
 		s += 1 + 3 + msgp.StringPrefixSize + len(z.Members[za0001].ID) + 9 + msgp.Uint32Size + 11 + msgp.Int64Size
 	}
-	s += 10 + msgp.Uint64Size + 9 + msgp.Uint64Size + 9 + msgp.Uint64Size
+	s += 10 + msgp.Uint64Size + 9 + msgp.Uint64Size + 9 + msgp.Uint64Size + 5 + z.Auth.Msgsize() + 6 + msgp.Uint64Size + 9 + msgp.Uint64Size + 7 + msgp.Uint64Size + 9 + msgp.Uint64Size
 	return
 }

@@ -24,6 +24,20 @@ const (
 	ModeBully Mode = "bully"
 )
 
+// AuthMode selects how a group authenticates its messages (auth.go).
+type AuthMode string
+
+const (
+	// AuthOff (or ""): messages are not signed; signatures are ignored.
+	AuthOff AuthMode = "off"
+	// AuthHMAC: HMAC-SHA256 with one secret shared by the group (Config.Key).
+	// Any key holder can speak as any member: it keeps outsiders out.
+	AuthHMAC AuthMode = "hmac"
+	// AuthEd25519: every member signs with its own ed25519 key (Config.Key);
+	// Config.MemberKeys holds every member's public key.
+	AuthEd25519 AuthMode = "ed25519"
+)
+
 // Defaults. The bus this is tuned for delivers in ~100 ms (median) with rare
 // outliers of 1 s, and pilotctl carries about 25 events/s per subscription.
 const (
@@ -93,6 +107,17 @@ type Config struct {
 	// Seed seeds this group's random generator (timeouts). 0 derives one from
 	// ID and Group, so agents differ but runs repeat.
 	Seed uint64 `msg:"seed"`
+	// Auth selects message authentication (auth.go): AuthOff (the default),
+	// AuthHMAC or AuthEd25519. With it on, unsigned, forged, replayed and
+	// wrong-group messages are refused; the host must persist GroupState.
+	Auth AuthMode `msg:"auth"`
+	// Key is this agent's key: the group's shared secret (hmac, 16–1024
+	// bytes) or its ed25519 private key (64 bytes, or its 32-byte seed).
+	Key []byte `msg:"key"`
+	// MemberKeys maps member ids to their ed25519 public keys (32 bytes).
+	// Only senders listed here are heard; every listed Member needs a key.
+	// This agent's own entry is derived from Key when missing.
+	MemberKeys map[string][]byte `msg:"member_keys"`
 }
 
 // Topic is the bus topic of a group.
@@ -176,6 +201,9 @@ func (c Config) normalize() (Config, error) {
 	}
 	if c.Seed == 0 {
 		c.Seed = uint64(Cksum([]byte(c.ID)))<<32 | uint64(Cksum([]byte(c.Group)))
+	}
+	if err := c.normalizeAuth(); err != nil {
+		return c, err
 	}
 	return c, nil
 }

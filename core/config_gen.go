@@ -7,11 +7,39 @@ import (
 )
 
 // MarshalMsg implements msgp.Marshaler
+func (z AuthMode) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	o = msgp.AppendString(o, string(z))
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *AuthMode) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	{
+		var zb0001 string
+		zb0001, bts, err = msgp.ReadStringBytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		(*z) = AuthMode(zb0001)
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z AuthMode) Msgsize() (s int) {
+	s = msgp.StringPrefixSize + len(string(z))
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
 func (z *Config) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 12
+	// map header, size 15
 	// string "id"
-	o = append(o, 0x8c, 0xa2, 0x69, 0x64)
+	o = append(o, 0x8f, 0xa2, 0x69, 0x64)
 	o = msgp.AppendString(o, z.ID)
 	// string "group"
 	o = append(o, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
@@ -49,6 +77,19 @@ func (z *Config) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "seed"
 	o = append(o, 0xa4, 0x73, 0x65, 0x65, 0x64)
 	o = msgp.AppendUint64(o, z.Seed)
+	// string "auth"
+	o = append(o, 0xa4, 0x61, 0x75, 0x74, 0x68)
+	o = msgp.AppendString(o, string(z.Auth))
+	// string "key"
+	o = append(o, 0xa3, 0x6b, 0x65, 0x79)
+	o = msgp.AppendBytes(o, z.Key)
+	// string "member_keys"
+	o = append(o, 0xab, 0x6d, 0x65, 0x6d, 0x62, 0x65, 0x72, 0x5f, 0x6b, 0x65, 0x79, 0x73)
+	o = msgp.AppendMapHeader(o, uint32(len(z.MemberKeys)))
+	for za0002, za0003 := range z.MemberKeys {
+		o = msgp.AppendString(o, za0002)
+		o = msgp.AppendBytes(o, za0003)
+	}
 	return
 }
 
@@ -159,6 +200,50 @@ func (z *Config) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Seed")
 				return
 			}
+		case "auth":
+			{
+				var zb0004 string
+				zb0004, bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Auth")
+					return
+				}
+				z.Auth = AuthMode(zb0004)
+			}
+		case "key":
+			z.Key, bts, err = msgp.ReadBytesBytes(bts, z.Key)
+			if err != nil {
+				err = msgp.WrapError(err, "Key")
+				return
+			}
+		case "member_keys":
+			var zb0005 uint32
+			zb0005, bts, err = msgp.ReadMapHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "MemberKeys")
+				return
+			}
+			if z.MemberKeys == nil {
+				z.MemberKeys = make(map[string][]byte, zb0005)
+			} else if len(z.MemberKeys) > 0 {
+				clear(z.MemberKeys)
+			}
+			for zb0005 > 0 {
+				var za0003 []byte
+				zb0005--
+				var za0002 string
+				za0002, bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "MemberKeys")
+					return
+				}
+				za0003, bts, err = msgp.ReadBytesBytes(bts, za0003)
+				if err != nil {
+					err = msgp.WrapError(err, "MemberKeys", za0002)
+					return
+				}
+				z.MemberKeys[za0002] = za0003
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -177,7 +262,13 @@ func (z *Config) Msgsize() (s int) {
 	for za0001 := range z.Members {
 		s += msgp.StringPrefixSize + len(z.Members[za0001])
 	}
-	s += 13 + msgp.Int64Size + 20 + msgp.Int64Size + 14 + msgp.Int64Size + 9 + msgp.Int64Size + 11 + msgp.Int64Size + 21 + msgp.BoolSize + 5 + msgp.Uint64Size
+	s += 13 + msgp.Int64Size + 20 + msgp.Int64Size + 14 + msgp.Int64Size + 9 + msgp.Int64Size + 11 + msgp.Int64Size + 21 + msgp.BoolSize + 5 + msgp.Uint64Size + 5 + msgp.StringPrefixSize + len(string(z.Auth)) + 4 + msgp.BytesPrefixSize + len(z.Key) + 12 + msgp.MapHeaderSize
+	if z.MemberKeys != nil {
+		for za0002, za0003 := range z.MemberKeys {
+			_ = za0003
+			s += msgp.StringPrefixSize + len(za0002) + msgp.BytesPrefixSize + len(za0003)
+		}
+	}
 	return
 }
 

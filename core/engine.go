@@ -83,7 +83,9 @@ func (e *Engine) Status(group string) (Status, bool) {
 	if !ok {
 		return Status{}, false
 	}
-	return g.status(), true
+	s := g.status()
+	g.authStatus(&s)
+	return s, true
 }
 
 // Groups lists the joined groups' names, sorted.
@@ -116,6 +118,10 @@ func (e *Engine) join(spec *GroupSpec) {
 		return
 	}
 	g := newGroup(cfg, spec.State, e.now)
+	g.initAuth(spec.State)
+	if g.dirty {
+		e.dirty = append(e.dirty, g) // the new epoch, persisted before any signed publish
+	}
 	e.groups[topic] = g
 	g.wake = g.nextWake()
 	heap.Push(&e.timers, g)
@@ -140,6 +146,13 @@ func (e *Engine) receive(m *Message) {
 	}
 	if e.msg.From == g.cfg.ID {
 		return // our own publish, echoed back by the bus
+	}
+	if g.auth != nil {
+		if reason := g.auth.verify(g.cfg.Group, &e.msg); reason != "" {
+			g.rejected++
+			e.reject(g.cfg.Group, reason)
+			return
+		}
 	}
 	var reason string
 	if g.cfg.Mode == ModeQuorum {
@@ -218,6 +231,9 @@ func (e *Engine) reject(group, reason string) {
 func (e *Engine) event(ev Event) { e.out.Events = append(e.out.Events, ev) }
 
 func (e *Engine) publish(g *group, payload []byte) {
+	if g.auth != nil {
+		payload = g.auth.seal(g.cfg.Group, payload)
+	}
 	e.out.Publishes = append(e.out.Publishes, Message{Topic: g.topic, Payload: payload})
 }
 

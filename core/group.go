@@ -58,6 +58,9 @@ type group struct {
 	rng rand.PCG
 
 	elections, received, rejected uint64
+
+	epoch uint64     // GroupState.Epoch (auth.go)
+	auth  *groupAuth // nil with auth off
 }
 
 // ackWindow heartbeats are remembered for matching acks; older acks are too
@@ -102,7 +105,9 @@ func newGroup(cfg Config, st GroupState, now int64) *group {
 	return g
 }
 
-func (g *group) state() GroupState { return GroupState{Group: g.cfg.Group, Term: g.term, Vote: g.vote} }
+func (g *group) state() GroupState {
+	return GroupState{Group: g.cfg.Group, Term: g.term, Vote: g.vote, Epoch: g.epoch}
+}
 
 // member returns the member with id, or nil.
 func (g *group) member(id string) *member {

@@ -26,6 +26,10 @@ type testNet struct {
 	voted map[string]map[uint64]string
 	out   strings.Builder // what the steps printed since the last take()
 	quiet bool            // print events only, not publishes or lease renewals
+	// cfgHook, if set, adjusts every node's config (auth_test.go); sent, if
+	// set, sees every publish.
+	cfgHook func(*Config)
+	sent    func(from string, m Message)
 }
 
 type queued struct {
@@ -47,6 +51,9 @@ func (n *testNet) config(id string) Config {
 	c := Config{ID: id, Group: "g", Mode: n.mode, Priority: n.prio[id]}
 	if n.mode == ModeQuorum {
 		c.Members = n.ids
+	}
+	if n.cfgHook != nil {
+		n.cfgHook(&c)
 	}
 	return c
 }
@@ -86,6 +93,9 @@ func (n *testNet) step(id string, in *Input) {
 		n.out.WriteByte('\n')
 	}
 	for _, p := range out.Publishes {
+		if n.sent != nil {
+			n.sent(id, p)
+		}
 		n.checkVote(id, p.Payload)
 		if !n.quiet {
 			fmt.Fprintf(&n.out, "%s> %s\n", id, p.Payload)

@@ -63,6 +63,9 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 			}
 			n = restartAll(n)
 		}
+		if d.HasArg("auth") {
+			n = withTranscriptAuth(n, AuthMode(arg("auth")))
+		}
 		*np = n
 		n.take()
 		return "ok"
@@ -122,7 +125,9 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 			fmt.Fprintf(&n.out, "%s: %s term=%d vote=%s leader=%s rejected=%d\n", id, s.Role, s.Term, s.Vote, s.Leader, s.Rejected)
 		}
 	default:
-		d.Fatalf(t, "unknown command %q", d.Cmd)
+		if !authTranscriptCmd(t, d, n) {
+			d.Fatalf(t, "unknown command %q", d.Cmd)
+		}
 	}
 	out := n.take()
 	return fmt.Sprintf("t=%d\n%s", n.now, out)

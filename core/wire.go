@@ -35,6 +35,10 @@ type wireMsg struct {
 	Granted   bool      `json:"granted,omitempty"`
 	ElectedAt string    `json:"elected_at,omitempty"`
 	Timestamp flexStamp `json:"timestamp,omitempty"`
+	// The signed envelope (auth.go).
+	Epoch uint64 `json:"epoch,omitempty"`
+	Ctr   uint64 `json:"ctr,omitempty"`
+	Sig   string `json:"sig,omitempty"`
 
 	prio uint32 // Priority points here when decodeFast sets it
 }
@@ -60,6 +64,9 @@ func decodeWire(payload []byte, m *wireMsg) error {
 	*m = wireMsg{}
 	if !decodeFast(payload, m) {
 		*m = wireMsg{}
+		if err := checkNesting(payload); err != nil {
+			return err
+		}
 		if err := json.Unmarshal(payload, m); err != nil {
 			return fmt.Errorf("malformed: %v", err)
 		}
@@ -243,6 +250,12 @@ func decodeFast(p []byte, m *wireMsg) bool {
 			m.Term, i, ok = fastUint(p, i)
 		case "seq":
 			m.Seq, i, ok = fastUint(p, i)
+		case "epoch":
+			m.Epoch, i, ok = fastUint(p, i)
+		case "ctr":
+			m.Ctr, i, ok = fastUint(p, i)
+		case "sig":
+			m.Sig, i, ok = fastStringValue(p, i)
 		case "pre":
 			m.Pre, i, ok = fastBool(p, i)
 		case "granted":
