@@ -81,7 +81,11 @@ elected. See README.md.`,
 			if err := o.complete(cmd); err != nil {
 				return err
 			}
-			return o.run(cmd.Context(), cmd)
+			err := o.run(cmd.Context(), cmd)
+			if err != nil && cmd.Context().Err() != nil {
+				return nil // interrupted while starting: nothing to resign, a clean stop
+			}
+			return err
 		},
 	}
 	f := c.Flags()
