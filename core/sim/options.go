@@ -80,6 +80,12 @@ type Options struct {
 	NewStepper func(id string) (Stepper, error) `json:"-"`
 	// Record keeps the full Trace in the Result (memory grows with the run).
 	Record bool `json:"-"`
+	// Adversary adds mallory (adversary.go): a non-member that captures,
+	// replays, forges and floods messages for the whole run. Unless
+	// Config.Auth says otherwise, the swarm then authenticates (HMAC);
+	// Config.Auth = core.AuthOff shows what the adversary does without.
+	// With Config.Auth set, the simulator derives every key from the seed.
+	Adversary bool `json:"adversary,omitempty"`
 }
 
 // FaultMix says how hostile the network and the environment are during the
@@ -187,6 +193,7 @@ func (o Options) normalize() (*setup, error) {
 		cfg.Members = s.ids
 	}
 	cfg.Mode = s.Mode
+	s.authKeys(&cfg)
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("sim: config: %w", err)
 	}

@@ -38,6 +38,8 @@ type Result struct {
 	// SplitBrains counts two bully leaders in one term while the network
 	// was not connected: allowed, and reported for information.
 	SplitBrains int64 `json:"split_brains"`
+	// Injected counts the adversary's deliveries (forgeries and replays).
+	Injected int64 `json:"injected,omitempty"`
 
 	// FirstLeaderMs is when the swarm first agreed on a leader (measuring
 	// scenarios); LivenessMs is how long after the faults ended it agreed

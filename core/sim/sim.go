@@ -168,6 +168,7 @@ type world struct {
 
 	terms map[uint64]leaderAt // quorum/bully: who led each term, and when
 
+	adv   *adversary // Options.Adversary
 	res   *Result
 	h     hash.Hash
 	buf   []byte
@@ -210,6 +211,7 @@ func run(o Options) (*Result, error) {
 		cfg := s.cfg
 		cfg.ID = id
 		cfg.Priority = s.prios[i]
+		s.authKeys(&cfg)
 		n := &node{idx: i, id: id, cfg: cfg, wakeAt: -1, known: -1, votes: map[uint64]string{}}
 		w.nodes = append(w.nodes, n)
 		w.byID[id] = i
@@ -222,6 +224,9 @@ func run(o Options) (*Result, error) {
 		w.sc = newFaults(w)
 	case ScenarioFailover, ScenarioResign, ScenarioHeal:
 		w.sc = newMeasure(w)
+	}
+	if s.Adversary {
+		w.adv = newAdversary(w)
 	}
 	defer w.closeAll()
 	if err := w.loop(); err != nil {
@@ -492,6 +497,9 @@ func (w *world) publish(from *node, payload []byte) {
 	if isElectionMsg(payload) {
 		w.res.ElectionPublishes++
 	}
+	if w.adv != nil {
+		w.adv.observe(from, payload)
+	}
 	faulty := w.inFaultPhase()
 	if faulty && w.outage == 0 && w.Faults.Loss > 0 && w.net.Float64() < w.Faults.Loss/4 {
 		// The broker lost the publish itself.
@@ -560,6 +568,10 @@ func (w *world) cut(from, to int) bool {
 }
 
 func (w *world) deliver(ev *event) {
+	if ev.from < 0 {
+		w.deliverForged(ev) // the adversary's
+		return
+	}
 	n := w.nodes[ev.node]
 	if !n.up {
 		// A node that is down misses messages as if it were cut off: bully
