@@ -97,7 +97,9 @@ func newAdversary(w *world) *adversary {
 	return a
 }
 
-func (a *adversary) authOn() bool { return a.w.cfg.Auth == core.AuthHMAC || a.w.cfg.Auth == core.AuthEd25519 }
+func (a *adversary) authOn() bool {
+	return a.w.cfg.Auth == core.AuthHMAC || a.w.cfg.Auth == core.AuthEd25519
+}
 
 // observe captures an honest publish.
 func (a *adversary) observe(from *node, payload []byte) {
