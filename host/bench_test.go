@@ -3,6 +3,10 @@ package host
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/electcore/electcore/core"
@@ -263,4 +267,51 @@ func (n nativeStatus) Step(in *core.Input, out *core.Output) error { n.e.Step(in
 func (n nativeStatus) Status(g string) (core.Status, bool, error) {
 	st, ok := n.e.Status(g)
 	return st, ok, nil
+}
+
+// BenchmarkInstanceRSS reports the resident memory each extra instance costs
+// the process (Linux: /proc/self/statm), with one group stepped 100 times.
+func BenchmarkInstanceRSS(b *testing.B) {
+	r := testRuntime(b)
+	const n = 20
+	for b.Loop() {
+		runtime.GC()
+		before := rssBytes()
+		var insts []*Instance
+		for range n {
+			inst, err := r.NewInstance(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			in := benchSetup(b, inst)
+			var out core.Output
+			for i := range 100 {
+				in.Now = 3 + int64(i%50)
+				out.Reset()
+				inst.Step(in, &out)
+			}
+			insts = append(insts, inst)
+		}
+		runtime.GC()
+		after := rssBytes()
+		for _, inst := range insts {
+			inst.Close(context.Background())
+		}
+		if before > 0 {
+			b.ReportMetric(float64(after-before)/n/(1<<20), "MiB-RSS/instance")
+		}
+	}
+}
+
+func rssBytes() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
 }
