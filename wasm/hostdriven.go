@@ -1,4 +1,4 @@
-//go:build electcore_hostdriven
+//go:build wasip1 && electcore_hostdriven
 
 package main
 

@@ -1,3 +1,5 @@
+//go:build wasip1
+
 // Command wasm is electcore's WebAssembly module: the pure core (package
 // core) behind three faces, built into one reactor module:
 //
