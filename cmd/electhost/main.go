@@ -132,7 +132,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
   electhost demo    a guided election, crash, failover, rejoin and hand-off
   electhost sim     the deterministic simulator over many seeds
   electhost status  listen to a group and print its leader and members
-  electhost broker  an embedded NATS server for local use`,
+  electhost broker  an embedded NATS server for local use
+  electhost keygen  a key for authenticated elections (run --auth)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Flags after "--" belong to the leader-only command.
@@ -151,6 +152,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newStatusCmd(),
 		newBrokerCmd(),
 		newVersionCmd(),
+		newKeygenCmd(),
 	)
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(root.FlagErrorFunc())

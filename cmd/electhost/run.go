@@ -45,6 +45,7 @@ type runOptions struct {
 	jsonLogs        bool
 	logLevel        string
 	cmdArgs         []string
+	auth            authFlags // keygen.go
 
 	// derived
 	cfg core.Config
@@ -105,6 +106,7 @@ elected. See README.md.`,
 	f.DurationVar(&o.grace, "grace", 0, "SIGTERM→SIGKILL grace for the leader-only command (default election-timeout/4)")
 	f.BoolVar(&o.jsonLogs, "json", false, "log JSON lines (slog JSONHandler) on stderr")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	o.auth.register(f)
 	return c
 }
 
@@ -256,6 +258,9 @@ func (o *runOptions) complete(cmd *cobra.Command) error {
 	o.cfg = core.Config{
 		ID: o.id, Group: o.group, Priority: o.priority, Mode: mode, Members: members,
 		HeartbeatMs: tm.heartbeatMs, ElectionTimeoutMs: tm.electionTimeoutMs, LeaseMs: tm.leaseMs,
+	}
+	if err := o.auth.apply(&o.cfg); err != nil {
+		return err
 	}
 	if err := o.cfg.Validate(); err != nil {
 		return usageErrorf("%v", err)

@@ -27,6 +27,8 @@ type simOptions struct {
 	cycles    int
 	jsonOut   bool
 	noBar     bool
+	adversary bool   // keygen.go's authentication: --adversary
+	auth      string // and --auth
 }
 
 func newSimCmd() *cobra.Command {
@@ -63,6 +65,8 @@ exit 1 after printing the seed and the command that replays it.`,
 	f.IntVar(&o.cycles, "cycles", 0, "crashes/resigns/heals per seed in the measuring scenarios (default 10)")
 	f.BoolVar(&o.jsonOut, "json", false, "print a JSON report")
 	f.BoolVar(&o.noBar, "no-progress", false, "no progress bar even on a terminal")
+	f.BoolVar(&o.adversary, "adversary", false, "add an attacker that forges, replays and floods messages (core/sim/adversary.go)")
+	f.StringVar(&o.auth, "auth", "", "authentication of the simulated swarm: off, hmac or ed25519 (default hmac with --adversary, else off)")
 	return c
 }
 
@@ -122,6 +126,11 @@ func (o *simOptions) validate() ([]sim.Scenario, error) {
 	if o.cycles < 0 {
 		return nil, usageErrorf("--cycles must not be negative")
 	}
+	switch core.AuthMode(o.auth) {
+	case "", core.AuthOff, core.AuthHMAC, core.AuthEd25519:
+	default:
+		return nil, usageErrorf("--auth %q: want off, hmac or ed25519", o.auth)
+	}
 	switch o.scenario {
 	case "all":
 		return []sim.Scenario{sim.ScenarioFaults, sim.ScenarioFailover}, nil
@@ -132,7 +141,8 @@ func (o *simOptions) validate() ([]sim.Scenario, error) {
 }
 
 func (o *simOptions) options(sc sim.Scenario) sim.Options {
-	return sim.Options{Mode: core.Mode(o.mode), Scenario: sc, Nodes: o.nodes, Cycles: o.cycles}
+	return sim.Options{Mode: core.Mode(o.mode), Scenario: sc, Nodes: o.nodes, Cycles: o.cycles,
+		Adversary: o.adversary, Config: core.Config{Auth: core.AuthMode(o.auth)}}
 }
 
 // replayCmd is the command line that replays seed.
@@ -143,6 +153,12 @@ func (o *simOptions) replayCmd(seed uint64, sc sim.Scenario) string {
 	}
 	if o.cycles != 0 {
 		s += fmt.Sprintf(" --cycles %d", o.cycles)
+	}
+	if o.adversary {
+		s += " --adversary"
+	}
+	if o.auth != "" {
+		s += " --auth " + o.auth
 	}
 	return s
 }
