@@ -1,0 +1,78 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/hostfuncs"
+)
+
+// TestJoinRefusesUnusableState: a state that exists but cannot be trusted
+// (corrupt file, undecodable bytes, another group's state, a file that
+// vanished) makes Join fail instead of restarting the member at term 0; a
+// good state resumes its term.
+func TestJoinRefusesUnusableState(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	store, err := hostfuncs.OpenStateStore(dir, hostfuncs.StateOptions{Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	bus := hostfuncs.NewMemBus(hostfuncs.MemOptions{})
+	defer bus.Close()
+	ag, err := testRuntime(t).NewAgent(ctx, AgentConfig{Transport: bus.Transport("a"), Store: store, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ag.Close(ctx)
+	cfg := func(group string) core.Config {
+		return core.Config{ID: "a", Group: group, Members: []string{"a", "b", "c"}}
+	}
+	save := func(group string, st core.GroupState) {
+		b, _ := st.MarshalMsg(nil)
+		if err := store.Save(StateName("a", group), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Undecodable bytes.
+	if err := store.Save(StateName("a", "g1"), []byte("garbage")); err != nil {
+		t.Fatal(err)
+	}
+	// Another group's state.
+	save("g2", core.GroupState{Group: "other", Term: 3})
+	// A corrupt file on disk.
+	save("g3", core.GroupState{Group: "g3", Term: 3})
+	name, _ := hostfuncs.StateFileName(StateName("a", "g3"))
+	if err := os.WriteFile(filepath.Join(dir, name), []byte("ECSTxxxxxxxxxxxxxxxxxxxxxx"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A file that vanished after it was saved.
+	save("g4", core.GroupState{Group: "g4", Term: 3})
+	name, _ = hostfuncs.StateFileName(StateName("a", "g4"))
+	os.Remove(filepath.Join(dir, name))
+	for _, g := range []string{"g1", "g2", "g3", "g4"} {
+		if _, err := ag.Join(ctx, cfg(g), Callbacks{}); !errors.Is(err, ErrStateUnusable) {
+			t.Errorf("%s: Join returned %v, want ErrStateUnusable", g, err)
+		} else {
+			t.Logf("%s: %v", g, err)
+		}
+	}
+	// A good state resumes its term and vote.
+	save("g5", core.GroupState{Group: "g5", Term: 7, Vote: "b"})
+	el, err := ag.Join(ctx, cfg("g5"), Callbacks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := el.Status(); st.Term != 7 || st.Vote != "b" {
+		t.Fatalf("resumed status %+v", st)
+	}
+	// A group name with a '/' maps to a valid state name.
+	if _, err := ag.Join(ctx, cfg("team/jobs"), Callbacks{}); err != nil {
+		t.Fatal(err)
+	}
+}
