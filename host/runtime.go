@@ -61,9 +61,9 @@ type RuntimeConfig struct {
 	// for that, which makes a step about 7× slower (see BENCHMARKS.md). With
 	// NoInterrupt the deadline is only detected when the call returns: the
 	// instance is then treated as trapped and replaced, but a call that never
-	// returns blocks its goroutine for good. The core is pure, bounded and
-	// loop-free per input, so NoInterrupt is a reasonable choice for hosts
-	// that multiplex thousands of groups.
+	// returns blocks its goroutine for good. The core does bounded work per
+	// input (batches are at most core.MaxBatchBytes), so NoInterrupt is a
+	// reasonable choice for hosts that multiplex thousands of groups.
 	NoInterrupt bool
 	// Logger receives the runtime's and its instances' logs (nil:
 	// slog.Default()).
