@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/hostfuncs/natstest"
+	"github.com/nats-io/nats.go"
+)
+
+// startAuthAgent launches `electhost run` for id with ed25519 authentication
+// (keys from electhost keygen, members from the members file).
+func (c *cluster) startAuthAgent(id, keyFile, membersFile string) *agentProc {
+	c.t.Helper()
+	p := &agentProc{id: id, httpAddr: freeAddr(c.t), logPath: filepath.Join(c.root, id+".log"), done: make(chan struct{})}
+	args := []string{"run", "--group", c.group, "--id", id,
+		"--heartbeat", c.hb.String(), "--election-timeout", c.et.String(),
+		"--state-dir", filepath.Join(c.root, "state-"+id), "--http", p.httpAddr, "--json", "--log-level", "debug",
+		"--key", keyFile, "--members-file", membersFile,
+		// a1 is the best candidate: once it leads, no graceful priority
+		// transfer changes the leader while the test watches.
+		"--priority", fmt.Sprint(10 - int(id[len(id)-1]-'0'))}
+	args = append(args, c.transport...)
+	p.cmd = exec.Command(binPath, args...)
+	p.cmd.Env = append(os.Environ(), "ELECTCORE_WASM="+wasmPath)
+	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	p.cmd.Stderr, p.cmd.Stdout = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	go func() {
+		p.cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	c.mu.Lock()
+	c.procs[id] = p
+	c.mu.Unlock()
+	return p
+}
+
+// TestE2EAuth: three `electhost run` agents with ed25519 keys made by
+// `electhost keygen` elect a leader over NATS; then forged leader claims,
+// forged votes, unsigned seed-format claims, a self-signed outsider's claim
+// and replays (and a flood of them) of the leader's own heartbeats are
+// published on the group's subject. Every agent refuses them, and the leader
+// and the term stay as they were.
+func TestE2EAuth(t *testing.T) {
+	url, _ := natstest.Start(t)
+	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil,
+		100*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond)
+	c.group = "e2e-auth"
+	dir := t.TempDir()
+	var members strings.Builder
+	keys := map[string]string{}
+	for _, id := range c.ids {
+		keys[id] = filepath.Join(dir, id+".key")
+		code, stdout, stderr := runCLI(t, time.Minute, nil, "keygen", "--out", keys[id], "--id", id)
+		if code != 0 || !strings.HasPrefix(stdout, id+" ") {
+			t.Fatalf("keygen: exit %d\n%s%s", code, stdout, stderr)
+		}
+		if st, err := os.Stat(keys[id]); err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("key file %v %v", st.Mode(), err)
+		}
+		members.WriteString(stdout)
+	}
+	membersFile := filepath.Join(dir, "members")
+	if err := os.WriteFile(membersFile, []byte("# e2e members\n"+members.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Refusals before anything runs: an existing key, a key others can read.
+	if code, _, stderr := runCLI(t, time.Minute, nil, "keygen", "--out", keys["a1"]); code != exitConfig || !strings.Contains(stderr, "exists") {
+		t.Fatalf("keygen over an existing key: exit %d %s", code, stderr)
+	}
+	loose := filepath.Join(dir, "loose.key")
+	b, _ := os.ReadFile(keys["a1"])
+	os.WriteFile(loose, b, 0o644)
+	os.Chmod(loose, 0o644)
+	code, _, stderr := runCLI(t, time.Minute, nil, "run", "--group", "g", "--id", "a1", "--key", loose, "--members-file", membersFile,
+		"--transport", "nats", "--broker", url, "--state-dir", filepath.Join(dir, "never"))
+	if code != exitConfig || !strings.Contains(stderr, "permissions 0644") || !strings.Contains(stderr, "chmod 600") {
+		t.Fatalf("a group-readable key: exit %d, %q", code, stderr)
+	}
+
+	// A spy on the subject captures the agents' messages.
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	subject := hostfuncs.NATSSubject(core.Topic(c.group))
+	var mu sync.Mutex
+	var captured [][]byte
+	if _, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		mu.Lock()
+		captured = append(captured, bytes.Clone(m.Data))
+		mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, id := range c.ids {
+		c.startAuthAgent(id, keys[id], membersFile)
+	}
+	leader, term, took := c.waitAgreement("", 1, 30*time.Second)
+	t.Logf("authenticated election: %s leads term %d after %v", leader, term, took.Round(time.Millisecond))
+	for deadline := time.Now().Add(20 * time.Second); leader != "a1"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("a1 (the best priority) does not lead: %s does", leader)
+		}
+		time.Sleep(100 * time.Millisecond)
+		leader, term, _ = c.waitAgreement("", 1, 10*time.Second)
+	}
+	time.Sleep(300 * time.Millisecond) // a few heartbeats to capture
+	var follower string
+	for _, id := range c.ids {
+		if id != leader {
+			follower = id
+			break
+		}
+	}
+	mu.Lock()
+	var heartbeats [][]byte
+	for _, p := range captured {
+		var m struct{ Type, From, Sig string }
+		if json.Unmarshal(p, &m) == nil && m.Type == "heartbeat" && m.From == leader {
+			heartbeats = append(heartbeats, p)
+		}
+		if !bytes.Contains(p, []byte(`"sig":"`)) {
+			t.Errorf("an agent published an unsigned message: %s", p)
+		}
+	}
+	mu.Unlock()
+	if len(heartbeats) == 0 {
+		t.Fatal("no heartbeat captured")
+	}
+	rejected := map[string]uint64{}
+	for _, id := range c.ids {
+		s, err := c.proc(id).status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rejected[id] = s.Rejected
+	}
+
+	bogus := strings.Repeat("Q", 86)
+	_, mallory, _ := ed25519.GenerateKey(rand.Reader)
+	selfSigned, err := core.Seal(core.AuthEd25519, mallory, c.group,
+		[]byte(fmt.Sprintf(`{"type":"leader","group":"%s","from":"mallory","leader":"mallory","priority":4294967295,"term":%d}`, c.group, term+10)), 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attack := [][]byte{
+		// A forged leader claim of a higher term in a member's name.
+		[]byte(fmt.Sprintf(`{"type":"leader","group":"%s","from":"%s","leader":"%s","priority":4294967295,"term":%d,"seq":1,"epoch":99,"ctr":1,"sig":"%s"}`, c.group, follower, follower, term+5, bogus)),
+		// A forged vote for the follower, from the leader, in the next term.
+		[]byte(fmt.Sprintf(`{"type":"vote","group":"%s","from":"%s","priority":1,"candidate":"%s","term":%d,"granted":true,"epoch":99,"ctr":2,"sig":"%s"}`, c.group, leader, follower, term+1, bogus)),
+		// The seed skill's unsigned claim.
+		[]byte(fmt.Sprintf(`{"type":"leader","leader":"%s","term":%d,"elected_at":"2026-01-01T00:00:00Z"}`, follower, term+5)),
+		selfSigned,
+	}
+	for range 3 {
+		attack = append(attack, heartbeats...) // replays
+	}
+	for _, p := range attack {
+		if err := nc.Publish(subject, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A flood of replays.
+	for i := range 500 {
+		nc.Publish(subject, heartbeats[i%len(heartbeats)])
+	}
+	nc.Flush()
+	time.Sleep(4 * c.hb)
+
+	for _, id := range c.ids {
+		s, err := c.proc(id).status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Leader != leader || s.Term != term {
+			t.Errorf("%s: leader %q term %d after the attack, want %s term %d", id, s.Leader, s.Term, leader, term)
+		}
+		// Followers refuse everything but what claims to come from
+		// themselves (dropped as the bus's echo of their own publish); the
+		// leader likewise ignores the replays of its own heartbeats and the
+		// vote in its name, and refuses the other three.
+		want := uint64(len(attack) + 500)
+		switch id {
+		case leader:
+			want = 3
+		case follower:
+			want -= 2 // the claims in its own name
+		}
+		if got := s.Rejected - rejected[id]; got < want {
+			t.Errorf("%s refused %d messages, want at least %d", id, got, want)
+		}
+	}
+	// And after an election timeout, nothing has changed either.
+	time.Sleep(c.et)
+	if l, tm, _ := c.waitAgreement("", 1, 5*time.Second); l != leader || tm != term {
+		t.Fatalf("after the attack: %s leads term %d, want %s term %d", l, tm, leader, term)
+	}
+	for _, id := range c.ids {
+		c.proc(id).cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, id := range c.ids {
+		select {
+		case <-c.proc(id).done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s did not stop", id)
+		}
+	}
+}
