@@ -122,11 +122,15 @@ func (e *Engine) restoreLocked(out *core.Output) error {
 		in.Join = append(in.Join, *e.specs[g])
 	}
 	n := len(out.Events)
+	np := len(out.Persist)
 	if err := inst.Step(&in, out); err != nil {
 		_ = inst.Close(context.Background())
 		e.inst = nil
 		return err
 	}
+	// The restore persists too (with authentication, every join raises the
+	// group's epoch): the next restore must start from that.
+	e.track(&core.Input{}, out.Persist[np:], nil)
 	// A group the core now refuses (it cannot be: it was accepted before)
 	// is dropped from the restore list so the others keep working.
 	for _, ev := range out.Events[n:] {

@@ -220,6 +220,11 @@ func (i *Instance) StepBytes(in []byte) ([]byte, error) {
 }
 
 func (i *Instance) stepRaw(op string, f api.Function, in []byte) ([]byte, error) {
+	if len(in) <= core.MaxBatchBytes { // (larger: refused by write)
+		if err := core.CheckBatch(in); err != nil { // refused before it crosses into the module
+			return nil, &ModuleError{Op: op, Code: CodeDecode, Msg: err.Error()}
+		}
+	}
 	if err := i.write(op, in); err != nil {
 		return nil, err
 	}

@@ -102,6 +102,9 @@ func stepBytes(b []byte) error {
 	if len(b) > core.MaxBatchBytes {
 		return fail(errTooLarge, "input batch of %d bytes exceeds %d", len(b), core.MaxBatchBytes)
 	}
+	if err := core.CheckBatch(b); err != nil { // before the recursive decoder sees it
+		return fail(errDecode, "decode input: %v", err)
+	}
 	in = core.Input{Join: in.Join[:0], Inbound: in.Inbound[:0], Commands: in.Commands[:0]}
 	if _, err := in.UnmarshalMsg(b); err != nil {
 		return fail(errDecode, "decode input: %v", err)
@@ -139,6 +142,9 @@ func statusBytes(group string) error {
 func joinBytes(b []byte) error {
 	if len(b) > core.MaxBatchBytes {
 		return fail(errTooLarge, "input of %d bytes exceeds %d", len(b), core.MaxBatchBytes)
+	}
+	if err := core.CheckBatch(b); err != nil {
+		return fail(errDecode, "decode join input: %v", err)
 	}
 	var j core.Input
 	if _, err := j.UnmarshalMsg(b); err != nil {
