@@ -229,27 +229,37 @@ func TestAuthDifferentialSim(t *testing.T) {
 func BenchmarkVerifyWasm(b *testing.B) {
 	for _, rtName := range []string{"interrupt", "nointerrupt"} {
 		for _, mode := range []core.AuthMode{core.AuthOff, core.AuthHMAC, core.AuthEd25519} {
-			b.Run(rtName+"/"+string(mode), func(b *testing.B) {
-				r := testRuntime(b)
-				if rtName == "nointerrupt" {
-					r = fastRuntime(b)
-				}
-				inst, err := r.NewInstance(context.Background())
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer inst.Close(context.Background())
-				benchVerify(b, inst, mode)
-			})
+			for _, kind := range []string{"vote", "heartbeat"} {
+				b.Run(rtName+"/"+string(mode)+"/"+kind, func(b *testing.B) {
+					r := testRuntime(b)
+					if rtName == "nointerrupt" {
+						r = fastRuntime(b)
+					}
+					inst, err := r.NewInstance(context.Background())
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer inst.Close(context.Background())
+					benchVerify(b, inst, mode, kind)
+				})
+			}
 		}
 	}
 }
 
-// benchVerify steps st (member "b") with one heartbeat from leader "a" per
-// batch, each signed with a fresh counter.
+// benchVerify steps st (member "b") with one message from "a" per batch,
+// each signed with a fresh counter: kind "vote" (a vote for someone else:
+// verified, then ignored; the cost of verification alone) or "heartbeat"
+// (verified, then acknowledged: verification plus signing the ack).
 func benchVerify(b *testing.B, st interface {
 	Step(*core.Input, *core.Output) error
-}, mode core.AuthMode) {
+}, mode core.AuthMode, kind string) {
+	plainMsg := func(i int) []byte {
+		if kind == "vote" {
+			return []byte(fmt.Sprintf(`{"type":"vote","group":"g","from":"a","priority":7,"candidate":"c","term":0,"seq":%d}`, i+1))
+		}
+		return []byte(fmt.Sprintf(`{"type":"heartbeat","group":"g","from":"a","leader":"a","priority":7,"term":1,"seq":%d}`, i+1))
+	}
 	ids := []string{"a", "b", "c", "d", "e"}
 	cfg := authTestConfig(mode, "b", "g", ids)
 	cfg.HeartbeatMs, cfg.ElectionTimeoutMs = 0, 0
@@ -258,7 +268,7 @@ func benchVerify(b *testing.B, st interface {
 		b.Fatal(err)
 	}
 	msg := func(i int) []byte {
-		p := []byte(fmt.Sprintf(`{"type":"heartbeat","group":"g","from":"a","leader":"a","priority":7,"term":1,"seq":%d}`, i+1))
+		p := plainMsg(i)
 		if mode == core.AuthOff {
 			return p
 		}
@@ -291,8 +301,7 @@ func benchVerify(b *testing.B, st interface {
 					if mode == core.AuthHMAC {
 						key = hostTestGroupKey()
 					}
-					plain := []byte(fmt.Sprintf(`{"type":"heartbeat","group":"g","from":"a","leader":"a","priority":7,"term":1,"seq":%d}`, j+1))
-					p, _ = core.Seal(mode, key, "g", plain, uint64(1+i/pre), uint64(j+1))
+					p, _ = core.Seal(mode, key, "g", plainMsg(j), uint64(1+i/pre), uint64(j+1))
 				}
 				msgs[j] = p
 			}
@@ -307,6 +316,9 @@ func benchVerify(b *testing.B, st interface {
 		if len(out.Events) > 0 && out.Events[0].Kind == core.EventRejected {
 			b.Fatalf("rejected: %s", out.Events[0].Reason)
 		}
+		if kind == "vote" && len(out.Publishes) > 0 {
+			b.Fatalf("published %s", out.Publishes[0].Payload)
+		}
 	}
 }
 
@@ -314,6 +326,8 @@ func benchVerify(b *testing.B, st interface {
 // comparison outside wasm.
 func BenchmarkVerifyNativeStep(b *testing.B) {
 	for _, mode := range []core.AuthMode{core.AuthOff, core.AuthHMAC, core.AuthEd25519} {
-		b.Run(string(mode), func(b *testing.B) { benchVerify(b, nativeStepper{core.NewEngine()}, mode) })
+		for _, kind := range []string{"vote", "heartbeat"} {
+			b.Run(string(mode)+"/"+kind, func(b *testing.B) { benchVerify(b, nativeStepper{core.NewEngine()}, mode, kind) })
+		}
 	}
 }
