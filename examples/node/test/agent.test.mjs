@@ -1,0 +1,91 @@
+// The Agent loop in-process: three agents over an in-memory bus elect one
+// leader; every publish leaves only after the state of its term is on disk
+// (persist-before-send); a restarted agent resumes from its state file; a
+// closing leader resigns and hands off at once.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { loadCore, quietWasiWarning, natsSubject } from '../lib/electcore.mjs';
+import { Agent, FileStore } from '../lib/agent.mjs';
+import { tempDir, waitFor, wasmPath, requireWasm } from './helpers.mjs';
+
+quietWasiWarning();
+requireWasm();
+
+function memBus() {
+  const subs = [];
+  return {
+    transport(check) {
+      return {
+        publish(topic, payload) {
+          check?.(payload);
+          const copy = payload.slice();
+          setTimeout(() => { for (const s of subs) if (s.topic === topic) s.deliver(copy); }, 2);
+        },
+        async subscribe(topic, deliver) { subs.push({ topic, deliver }); },
+      };
+    },
+  };
+}
+
+test('three in-process agents: election, persist-before-send, restart, hand-off', { timeout: 60_000 }, async (t) => {
+  const dir = tempDir('electcore-agent-');
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const ids = ['a', 'b', 'c'];
+  const bus = memBus();
+  const leaders = new Map();
+  const violations = [];
+  const make = async (id, engine) => {
+    const store = new FileStore(path.join(dir, id));
+    const check = (payload) => { // a term on the wire never exceeds the persisted term (pre-votes carry the next one)
+      const msg = JSON.parse(new TextDecoder().decode(payload));
+      if (msg.pre) return;
+      const term = msg.term ?? 0;
+      const saved = store.load('g')?.term ?? 0;
+      if (term > saved) violations.push(new TextDecoder().decode(payload));
+    };
+    const ag = new Agent({
+      core: await loadCore(engine, wasmPath), store, transport: bus.transport(check),
+      onEvent: (e) => { if (e.event === 'leader-changed') leaders.set(id, `${e.leader}@${e.term}`); },
+    });
+    await ag.join({ id, group: 'g', members: ids, heartbeat_ms: 50, election_timeout_ms: 300, priority: { a: 3, b: 2, c: 1 }[id] });
+    return ag;
+  };
+  const agents = { a: await make('a', 'extism'), b: await make('b', 'raw'), c: await make('c', 'extism') };
+  t.after(async () => { for (const ag of Object.values(agents)) if (!ag.closed) await ag.close({ resign: false }); });
+  const agree = () => { const v = [...leaders.values()]; return v.length === 3 && v.every((x) => x === v[0] && !x.startsWith('@')) && v[0]; };
+  const first = await waitFor(agree, 10_000, 'an agreed leader');
+  const [leader, term] = first.split('@');
+  t.diagnostic(`leader ${first}`);
+  const onDisk = JSON.parse(readFileSync(path.join(dir, 'b', 'g.json'), 'utf8'));
+  assert.equal(onDisk.group, 'g');
+  assert.equal(String(onDisk.term), term);
+
+  // A follower restarts from its state file (a new core, same store).
+  const f = ids.find((x) => x !== leader);
+  await agents[f].close({ resign: false });
+  leaders.delete(f);
+  agents[f] = await make(f, 'raw');
+  await waitFor(() => agree() === first, 10_000, `${f} to follow ${first} again`);
+
+  // The leader closes: it resigns, and the others agree on a successor fast.
+  const t0 = Date.now();
+  await agents[leader].close();
+  leaders.delete(leader);
+  const rest = ids.filter((x) => x !== leader);
+  const next = await waitFor(() => {
+    const v = rest.map((x) => leaders.get(x));
+    return v[0] && v[0] === v[1] && !v[0].startsWith('@') && v[0] !== first && v[0];
+  }, 10_000, 'a successor');
+  t.diagnostic(`hand-off to ${next} in ${Date.now() - t0} ms`);
+  assert.ok(Date.now() - t0 < 300, 'a resign hands off faster than an election timeout');
+  assert.deepEqual(violations, [], 'published a term before persisting it');
+});
+
+test('NATS subjects match hostfuncs.NATSSubject', () => {
+  assert.equal(natsSubject('election:g1'), 'election:g1');
+  assert.equal(natsSubject('election:a/b'), 'electcore.enc.' + Buffer.from('election:a/b').toString('base64url'));
+  assert.equal(natsSubject('election:x.'), 'electcore.enc.' + Buffer.from('election:x.').toString('base64url'));
+  assert.equal(natsSubject('electcore.enc.x'), 'electcore.enc.' + Buffer.from('electcore.enc.x').toString('base64url'));
+});

@@ -1,0 +1,97 @@
+// A mixed swarm over one real NATS server: two Go agents (`electhost run`
+// processes) and one Node agent (agent.mjs), quorum mode, heartbeat 100 ms,
+// election timeout 600 ms. The Node agent follows a Go leader, takes over
+// when that leader is SIGKILLed, leads while a Go agent rejoins, and is
+// SIGKILLed itself while leading; every time all live members agree on one
+// leader and term within the failover bound, and no term has two leaders.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
+import path from 'node:path';
+import { buildElecthost, startBroker, startGo, startNode, agreed, waitFor, tempDir, requireWasm } from './helpers.mjs';
+
+requireWasm();
+
+const timing = { heartbeat: 100, electionTimeout: 600 };
+// Crash of the leader → every live member knows the same new leader: an
+// election timeout, the ranked campaign offset (≤ 5/8 of it), a vote round
+// trip, and slack for a loaded 2-core machine.
+const FAILOVER_BOUND_MS = 2 * timing.electionTimeout + 1000;
+
+test('mixed swarm: 2 electhost + 1 Node agent over NATS', { timeout: 120_000 }, async (t) => {
+  const dir = tempDir('electcore-swarm-');
+  const electhost = buildElecthost(dir);
+  const broker = await startBroker(electhost);
+  const group = 'mixed';
+  const members = ['go1', 'go2', 'node1'];
+  const base = { group, members, url: broker.url, timing };
+  const state = (id) => path.join(dir, `state-${id}`);
+  const all = [];
+  const start = (m) => { all.push(m); return m; };
+  t.after(async () => {
+    await Promise.all(all.filter((m) => m.alive).map((m) => m.kill('SIGKILL')));
+    broker.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  // 1. The Go agents start (two of three are a quorum) and elect go1, the
+  //    highest priority; then node1 joins and follows it.
+  let go1 = start(startGo(electhost, { ...base, id: 'go1', priority: 300, stateDir: state('go1') }));
+  const go2 = start(startGo(electhost, { ...base, id: 'go2', priority: 100, stateDir: state('go2') }));
+  await waitFor(() => agreed([go1, go2]) === 'go1', 20_000, 'go1 and go2 to agree on go1');
+  let node1 = start(startNode({ ...base, id: 'node1', priority: 200, stateDir: state('node1') }));
+  await waitFor(() => agreed([go1, go2, node1]) === 'go1', 20_000, 'all three to agree on go1');
+  const t1 = go1.term;
+  assert.ok(node1.lines.some((l) => l.event === 'leader-changed' && l.leader === 'go1'), 'node1 follows go1');
+  assert.equal(node1.led.length, 0);
+  t.diagnostic(`1. leader go1, term ${t1}; node1 follows`);
+
+  // 2. SIGKILL the Go leader: node1 (next priority) and go2 agree on a new leader.
+  let killedAt = Date.now();
+  await go1.kill('SIGKILL');
+  await waitFor(() => { const l = agreed([go2, node1]); return l && l !== 'go1'; }, 10_000, 'a new leader after go1 was killed');
+  const failover1 = Date.now() - killedAt;
+  await waitFor(() => agreed([go2, node1]) === 'node1', 10_000, 'node1 to lead');
+  const t2 = node1.term;
+  assert.ok(t2 > t1, `term ${t2} after ${t1}`);
+  assert.ok(node1.led.includes(t2), `node1 led ${node1.led}`);
+  t.diagnostic(`2. go1 SIGKILLed: new leader agreed after ${failover1} ms; node1 leads term ${t2} (after ${Date.now() - killedAt} ms)`);
+  assert.ok(failover1 <= FAILOVER_BOUND_MS, `failover ${failover1} ms > bound ${FAILOVER_BOUND_MS} ms`);
+
+  // 3. go1 restarts from its persisted state (now with a lower priority, so
+  //    node1 keeps leading) and follows node1.
+  go1 = start(startGo(electhost, { ...base, id: 'go1', priority: 50, stateDir: state('go1') }));
+  await waitFor(() => agreed([go1, go2, node1]) === 'node1', 20_000, 'all three to agree on node1');
+  assert.equal(node1.term, t2, 'node1 kept its term');
+  t.diagnostic(`3. go1 rejoined and follows node1 at term ${go1.term}`);
+
+  // 4. SIGKILL the Node leader: the two Go agents agree on a new one.
+  killedAt = Date.now();
+  await node1.kill('SIGKILL');
+  await waitFor(() => { const l = agreed([go1, go2]); return l && l !== 'node1'; }, 10_000, 'a new leader after node1 was killed');
+  const failover2 = Date.now() - killedAt;
+  const t3 = go1.term;
+  t.diagnostic(`4. node1 SIGKILLed: ${go1.leader} leads term ${t3}, agreed after ${failover2} ms`);
+  assert.ok(t3 > t2);
+  assert.ok(failover2 <= FAILOVER_BOUND_MS, `failover ${failover2} ms > bound ${FAILOVER_BOUND_MS} ms`);
+
+  // 5. node1 restarts from its state file and follows at the new term.
+  node1 = start(startNode({ ...base, id: 'node1', priority: 10, stateDir: state('node1') }));
+  await waitFor(() => agreed([go1, go2, node1]), 20_000, 'node1 to follow after its restart');
+  assert.ok(node1.term >= t3);
+  t.diagnostic(`5. node1 restarted from its state file and follows ${node1.leader} at term ${node1.term}`);
+
+  // Election safety across runtimes: never two leaders for one term.
+  const byTerm = new Map();
+  for (const m of all) {
+    for (const term of m.led) {
+      assert.ok(!byTerm.has(term) || byTerm.get(term) === m.id, `term ${term} led by ${byTerm.get(term)} and ${m.id}`);
+      byTerm.set(term, m.id);
+    }
+  }
+  t.diagnostic(`leaders by term: ${JSON.stringify(Object.fromEntries(byTerm))}; failover ${failover1} ms (Go leader killed), ${failover2} ms (Node leader killed), bound ${FAILOVER_BOUND_MS} ms`);
+
+  // Clean stop: SIGTERM, exit 0.
+  for (const m of [go1, go2, node1]) m.proc.kill('SIGTERM');
+  for (const m of [go1, go2, node1]) assert.equal((await m.exited).code, 0, `${m.id} exit`);
+});
