@@ -6,8 +6,8 @@ import (
 	"github.com/tinylib/msgp/msgp"
 )
 
-// Nesting limits, checked by cheap iterative scans before any recursive
-// decoder sees the bytes.
+// Nesting limits. parseWire enforces MaxWireDepth as it scans; CheckBatch
+// checks a msgp batch iteratively before any recursive decoder sees it.
 const (
 	// MaxWireDepth bounds the nesting of a JSON wire payload. Every protocol
 	// message is one flat object (depth 1); a little room is left for
@@ -17,35 +17,6 @@ const (
 	// path is Input → join → GroupSpec → Config → member_keys → key (5).
 	MaxBatchDepth = 12
 )
-
-// checkNesting refuses a JSON payload nested deeper than MaxWireDepth,
-// without decoding it (encoding/json recurses once per level).
-func checkNesting(p []byte) error {
-	depth, inStr, esc := 0, false, false
-	for _, c := range p {
-		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-		case c == '"':
-			inStr = true
-		case c == '{' || c == '[':
-			depth++
-			if depth > MaxWireDepth {
-				return fmt.Errorf("malformed: nested deeper than %d", MaxWireDepth)
-			}
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return nil
-}
 
 // CheckBatch reports whether b can be handed to a msgp decoder: at most
 // MaxBatchBytes, and no array or map nested deeper than MaxBatchDepth. It

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -20,7 +19,10 @@ const (
 	typeResign    = "resign"    // the leader hands over to To and votes for it
 )
 
-// wireMsg is the union of every message's fields, decoded from JSON.
+// wireMsg is the union of every message's fields, decoded from JSON by
+// parseWire (wirejson.go). The json tags name the keys; parseWire matches
+// them exactly, and the reference decoder of the tests (encoding/json) reads
+// the tags.
 type wireMsg struct {
 	Type      string    `json:"type"`
 	Group     string    `json:"group,omitempty"`
@@ -40,37 +42,31 @@ type wireMsg struct {
 	Ctr   uint64 `json:"ctr,omitempty"`
 	Sig   string `json:"sig,omitempty"`
 
-	prio uint32 // Priority points here when decodeFast sets it
+	prio uint32 // Priority points here when parseWire sets it
 }
 
-// flexStamp accepts the seed's heartbeat "timestamp", which it writes as a
-// string of Unix seconds, and also a bare number. It is informational only.
+// flexStamp stands for the seed's heartbeat "timestamp", which it writes as a
+// string of Unix seconds; a bare number is accepted too. It is informational
+// only, so nothing of it is kept.
 type flexStamp struct{}
 
-func (*flexStamp) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && (b[0] == '"' || b[0] == '-' || b[0] >= '0' && b[0] <= '9' || b[0] == 'n') {
-		return nil
-	}
-	return errors.New("timestamp: want a string or a number")
-}
-
-// decodeWire parses one payload and checks every field the protocol relies on.
-// It fills m (reused by the caller to save allocations) or returns the reason
-// the payload is rejected.
+// decodeWire parses one payload (parseWire) and checks every field the
+// protocol relies on (checkWire). It fills m (reused by the caller to save
+// allocations) or returns the reason the payload is rejected.
 func decodeWire(payload []byte, m *wireMsg) error {
 	if len(payload) > MaxPayload {
 		return fmt.Errorf("oversized: %d bytes, at most %d", len(payload), MaxPayload)
 	}
 	*m = wireMsg{}
-	if !decodeFast(payload, m) {
-		*m = wireMsg{}
-		if err := checkNesting(payload); err != nil {
-			return err
-		}
-		if err := json.Unmarshal(payload, m); err != nil {
-			return fmt.Errorf("malformed: %v", err)
-		}
+	if err := parseWire(payload, m); err != nil {
+		return err
 	}
+	return checkWire(m)
+}
+
+// checkWire checks a parsed message: its type, the names it carries and that
+// its sender speaks for itself.
+func checkWire(m *wireMsg) error {
 	switch m.Type {
 	case typeElection:
 		if m.From == "" {
@@ -198,144 +194,4 @@ func (e *encoder) wall(typ string, wallMs int64) {
 func (e *encoder) end() []byte {
 	e.b = append(e.b, '}')
 	return append([]byte(nil), e.b...)
-}
-
-// decodeFast parses the canonical form the encoder writes (and that most
-// agents write): one flat object, no whitespace, every key one of wireMsg's
-// in lower case, every string printable ASCII without escapes, every number a
-// plain integer in range, booleans true or false. It reports false, leaving m
-// in any state, for anything else, which then goes to encoding/json. For
-// every payload it accepts it yields exactly what json.Unmarshal would, about
-// ten times faster and without reflection (which matters most in WebAssembly,
-// where every member decodes every message on the topic).
-func decodeFast(p []byte, m *wireMsg) bool {
-	n := len(p)
-	if n < 2 || p[0] != '{' || p[n-1] != '}' {
-		return false
-	}
-	if n == 2 {
-		return true
-	}
-	i := 1
-	for {
-		key, j, ok := fastString(p, i)
-		if !ok || j >= n || p[j] != ':' {
-			return false
-		}
-		i = j + 1
-		var v uint64
-		switch string(key) {
-		case "type":
-			m.Type, i, ok = fastStringValue(p, i)
-		case "group":
-			m.Group, i, ok = fastStringValue(p, i)
-		case "from":
-			m.From, i, ok = fastStringValue(p, i)
-		case "candidate":
-			m.Candidate, i, ok = fastStringValue(p, i)
-		case "leader":
-			m.Leader, i, ok = fastStringValue(p, i)
-		case "to":
-			m.To, i, ok = fastStringValue(p, i)
-		case "elected_at":
-			m.ElectedAt, i, ok = fastStringValue(p, i)
-		case "priority":
-			v, i, ok = fastUint(p, i)
-			if ok && v > 1<<32-1 {
-				return false
-			}
-			m.prio = uint32(v)
-			m.Priority = &m.prio
-		case "term":
-			m.Term, i, ok = fastUint(p, i)
-		case "seq":
-			m.Seq, i, ok = fastUint(p, i)
-		case "epoch":
-			m.Epoch, i, ok = fastUint(p, i)
-		case "ctr":
-			m.Ctr, i, ok = fastUint(p, i)
-		case "sig":
-			m.Sig, i, ok = fastStringValue(p, i)
-		case "pre":
-			m.Pre, i, ok = fastBool(p, i)
-		case "granted":
-			m.Granted, i, ok = fastBool(p, i)
-		case "timestamp":
-			if i < n && p[i] == '"' {
-				_, i, ok = fastString(p, i)
-			} else {
-				_, i, ok = fastUint(p, i)
-			}
-		default:
-			return false
-		}
-		if !ok || i >= n {
-			return false
-		}
-		switch p[i] {
-		case ',':
-			i++
-		case '}':
-			return i == n-1
-		default:
-			return false
-		}
-	}
-}
-
-// fastString reads a string at p[i] of printable ASCII without escapes; it
-// returns the bytes (aliasing p), the index after the closing quote and ok.
-func fastString(p []byte, i int) ([]byte, int, bool) {
-	if i >= len(p) || p[i] != '"' {
-		return nil, i, false
-	}
-	for j := i + 1; j < len(p); j++ {
-		switch c := p[j]; {
-		case c == '"':
-			return p[i+1 : j], j + 1, true
-		case c < 0x20 || c > 0x7e || c == '\\':
-			return nil, j, false
-		}
-	}
-	return nil, len(p), false
-}
-
-func fastStringValue(p []byte, i int) (string, int, bool) {
-	b, j, ok := fastString(p, i)
-	if !ok {
-		return "", j, false
-	}
-	return string(b), j, true
-}
-
-// fastUint reads a JSON integer that fits a uint64: no sign, no leading zero,
-// no fraction or exponent.
-func fastUint(p []byte, i int) (uint64, int, bool) {
-	j := i
-	var v uint64
-	for j < len(p) && p[j] >= '0' && p[j] <= '9' {
-		d := uint64(p[j] - '0')
-		if v > (1<<64-1-d)/10 {
-			return 0, j, false
-		}
-		v = v*10 + d
-		j++
-	}
-	if j == i || p[i] == '0' && j > i+1 {
-		return 0, j, false
-	}
-	if j < len(p) && (p[j] == '.' || p[j] == 'e' || p[j] == 'E') {
-		return 0, j, false
-	}
-	return v, j, true
-}
-
-func fastBool(p []byte, i int) (bool, int, bool) {
-	switch {
-	case len(p)-i >= 4 && string(p[i:i+4]) == "true":
-		return true, i + 4, true
-	case len(p)-i >= 5 && string(p[i:i+5]) == "false":
-		return false, i + 5, true
-	}
-	return false, i, false
 }
