@@ -1,0 +1,150 @@
+// Command runner is a skill runner's view of electcore: it loads the
+// host-driven build of the module (-tags electcore_hostdriven) directly on
+// wazero and grants it only five functions — now, publish, persist, event,
+// log — and nothing else: no files, no network, no environment, a bounded
+// memory and a deadline on every call. The runner owns the transport and the
+// disk; the module only decides. It prints one JSON line per event.
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -tags electcore_hostdriven \
+//	    -o electcore-hd.wasm ./wasm
+//	go run ./examples/skill/runner --wasm electcore-hd.wasm --transport mem --agents 3 --duration 5s
+//	go run ./examples/skill/runner --wasm electcore-hd.wasm --transport nats \
+//	    --broker nats://127.0.0.1:4222 --group jobs --id a --members a,b,c --state-dir /tmp/a
+//
+// See ../README.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/hostfuncs"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "runner:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags()
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	wasm, err := os.ReadFile(fs.wasm)
+	if err != nil {
+		return err
+	}
+	mod, err := Load(ctx, wasm) // compiling takes ~1.5 s
+	if err != nil {
+		return fmt.Errorf("%s: %w", fs.wasm, err)
+	}
+	defer mod.Close(context.Background())
+	if fs.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, fs.duration)
+		defer cancel()
+	}
+
+	var mu sync.Mutex
+	enc := json.NewEncoder(stdout)
+	print := func(id string) func(Event) {
+		return func(ev Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			enc.Encode(struct {
+				ID string `json:"id"`
+				Event
+			}{id, ev})
+		}
+	}
+	start := func(id string, members []string, tr hostfuncs.Transport) (*Runner, error) {
+		var store Store = newMemStore()
+		if fs.stateDir != "" {
+			s, err := hostfuncs.OpenStateStore(fs.stateDir + "/" + id)
+			if err != nil {
+				return nil, err
+			}
+			go func() { <-ctx.Done(); time.Sleep(time.Second); s.Close() }()
+			store = s
+		}
+		cfg := core.Config{ID: id, Group: fs.group, Members: members, Priority: uint32(fs.priority),
+			HeartbeatMs: fs.heartbeat.Milliseconds(), ElectionTimeoutMs: fs.electionTimeout.Milliseconds()}
+		return mod.Start(ctx, cfg, Options{Transport: tr, Store: store, OnEvent: print(id)})
+	}
+
+	var runners []*Runner
+	switch fs.transport {
+	case "nats":
+		if fs.id == "" || fs.members == "" {
+			return fmt.Errorf("--id and --members are required with --transport nats")
+		}
+		tr, err := hostfuncs.NewNATSTransport(hostfuncs.NATSOptions{URL: fs.broker, Name: "skill-runner " + fs.id})
+		if err != nil {
+			return err
+		}
+		defer tr.Close()
+		r, err := start(fs.id, strings.Split(fs.members, ","), tr)
+		if err != nil {
+			return err
+		}
+		runners = append(runners, r)
+	case "mem":
+		bus := hostfuncs.NewMemBus(hostfuncs.MemOptions{})
+		defer bus.Close()
+		ids := make([]string, fs.agents)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("r%d", i+1)
+		}
+		for _, id := range ids {
+			r, err := start(id, ids, bus.Transport(id))
+			if err != nil {
+				return err
+			}
+			runners = append(runners, r)
+		}
+	default:
+		return fmt.Errorf("--transport %q: want nats or mem", fs.transport)
+	}
+	for _, r := range runners {
+		<-r.Done()
+	}
+	return nil
+}
+
+// memStore keeps state in memory (demos and tests only).
+type memStore struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func newMemStore() *memStore { return &memStore{m: map[string][]byte{}} }
+
+func (s *memStore) Save(name string, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[name] = append([]byte(nil), data...)
+	return nil
+}
+
+func (s *memStore) Load(name string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.m[name]; ok {
+		return b, nil
+	}
+	return nil, hostfuncs.ErrNotFound
+}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/examples/internal/testwasm"
+	"github.com/electcore/electcore/hostfuncs"
+	"github.com/tetratelabs/wazero"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testwasm.Cleanup()
+	os.Exit(code)
+}
+
+var (
+	modOnce sync.Once
+	mod     *Module
+	modErr  error
+)
+
+func load(t *testing.T) *Module {
+	modOnce.Do(func() {
+		var wasm []byte
+		if wasm, modErr = os.ReadFile(testwasm.HostDriven(t)); modErr == nil {
+			mod, modErr = Load(context.Background(), wasm)
+		}
+	})
+	if modErr != nil {
+		t.Fatal(modErr)
+	}
+	return mod
+}
+
+// TestGrants: the module imports nothing but WASI, the five electcore
+// functions and the Extism kernel (stubbed: traps), and exports hd_*.
+func TestGrants(t *testing.T) {
+	wasm, err := os.ReadFile(testwasm.HostDriven(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	cm, err := rt.CompileModule(ctx, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ec []string
+	for _, d := range cm.ImportedFunctions() {
+		mod, name, _ := d.Import()
+		switch mod {
+		case "electcore":
+			ec = append(ec, name)
+		case "wasi_snapshot_preview1", "extism:host/env":
+		default:
+			t.Errorf("unexpected import %s.%s", mod, name)
+		}
+	}
+	slices.Sort(ec)
+	if want := []string{"event", "log", "now", "persist", "publish"}; !slices.Equal(ec, want) {
+		t.Errorf("electcore imports %v, want %v", ec, want)
+	}
+	for _, name := range []string{"hd_join", "hd_deliver", "hd_command", "hd_tick", "ec_input", "ec_error"} {
+		if _, ok := cm.ExportedFunctions()[name]; !ok {
+			t.Errorf("export %s missing", name)
+		}
+	}
+}
+
+// checkedBus wraps a MemBus transport: every non-pre-vote message must carry a
+// term its sender had already persisted (persist-before-send).
+type checkedBus struct {
+	hostfuncs.Transport
+	t     *testing.T
+	store *memStore
+	name  string
+}
+
+func (c *checkedBus) Publish(ctx context.Context, topic string, payload []byte) error {
+	var m struct {
+		Term uint64 `json:"term"`
+		Pre  bool   `json:"pre"`
+	}
+	if json.Unmarshal(payload, &m) == nil && !m.Pre {
+		var st core.GroupState
+		b, _ := c.store.Load(c.name)
+		st.UnmarshalMsg(b)
+		if m.Term > st.Term {
+			c.t.Errorf("published term %d before persisting it (persisted %d): %s", m.Term, st.Term, payload)
+		}
+	}
+	return c.Transport.Publish(ctx, topic, payload)
+}
+
+// TestElection: three runners over the in-memory bus elect one leader; the
+// leader stops (resigns) and a successor takes over at a higher term within
+// a heartbeat or two; no term ever has two leaders.
+func TestElection(t *testing.T) {
+	m := load(t)
+	bus := hostfuncs.NewMemBus(hostfuncs.MemOptions{DelayMin: time.Millisecond, DelayMax: 3 * time.Millisecond})
+	defer bus.Close()
+	ids := []string{"a", "b", "c"}
+	var mu sync.Mutex
+	leaderOf := map[uint64]string{} // term -> who became leader
+	known := map[string]string{}    // id -> leader it knows
+	cancels := map[string]context.CancelFunc{}
+	runners := map[string]*Runner{}
+	for _, id := range ids {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels[id] = cancel
+		store := newMemStore()
+		tr := &checkedBus{Transport: bus.Transport(id), t: t, store: store, name: stateName(id, "g")}
+		r, err := m.Start(ctx, core.Config{ID: id, Group: "g", Members: ids, HeartbeatMs: 50, ElectionTimeoutMs: 300}, Options{
+			Transport: tr, Store: store,
+			OnEvent: func(ev Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch ev.Kind {
+				case "became-leader":
+					if prev, ok := leaderOf[ev.Term]; ok && prev != id {
+						t.Errorf("term %d led by %s and %s", ev.Term, prev, id)
+					}
+					leaderOf[ev.Term] = id
+				case "leader-changed":
+					known[id] = ev.Leader
+				}
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runners[id] = r
+	}
+	defer func() {
+		for _, id := range ids {
+			cancels[id]()
+			<-runners[id].Done()
+		}
+	}()
+	agreed := func(among []string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		l := known[among[0]]
+		for _, id := range among {
+			if known[id] != l {
+				return ""
+			}
+		}
+		return l
+	}
+	wait := func(among []string, not string) string {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if l := agreed(among); l != "" && l != not {
+				return l
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatalf("no agreed leader among %v: %v", among, known)
+		return ""
+	}
+	first := wait(ids, "")
+	t.Logf("leader %s", first)
+	start := time.Now()
+	cancels[first]() // the runner resigns, then leaves
+	<-runners[first].Done()
+	rest := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == first })
+	second := wait(rest, first)
+	t.Logf("%s resigned; %s leads after %v", first, second, time.Since(start).Round(time.Millisecond))
+	if d := time.Since(start); d > 300*time.Millisecond {
+		t.Errorf("hand-off took %v, longer than an election timeout", d)
+	}
+}
+
+// TestRestart: a runner persists through a hostfuncs.StateStore and a new
+// instance resumes from it at the same term.
+func TestRestart(t *testing.T) {
+	m := load(t)
+	dir := t.TempDir()
+	bus := hostfuncs.NewMemBus(hostfuncs.MemOptions{})
+	defer bus.Close()
+	runOnce := func(want func(Event) bool) (Event, error) {
+		store, err := hostfuncs.OpenStateStore(dir)
+		if err != nil {
+			return Event{}, err
+		}
+		defer store.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		got := make(chan Event, 64)
+		r, err := m.Start(ctx, core.Config{ID: "solo", Group: "g", Members: []string{"solo"}, HeartbeatMs: 20, ElectionTimeoutMs: 100},
+			Options{Transport: bus.Transport("solo"), Store: store, OnEvent: func(ev Event) { got <- ev }})
+		if err != nil {
+			cancel()
+			return Event{}, err
+		}
+		defer func() { cancel(); <-r.Done() }()
+		for {
+			select {
+			case ev := <-got:
+				if want(ev) {
+					return ev, nil
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("timed out")
+			}
+		}
+	}
+	ev, err := runOnce(func(ev Event) bool { return ev.Kind == "became-leader" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev2, err := runOnce(func(ev Event) bool { return ev.Kind == "joined" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev2.Term < ev.Term {
+		t.Fatalf("restarted at term %d, had led term %d", ev2.Term, ev.Term)
+	}
+	t.Logf("led term %d; restarted at term %d", ev.Term, ev2.Term)
+}
