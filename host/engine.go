@@ -106,8 +106,14 @@ func (e *Engine) recoverLocked(err error, out *core.Output) error {
 	return t
 }
 
+// restoreBatchBytes bounds one batch of a restore: the groups are re-joined
+// in batches of about this many encoded bytes, so a restore needs no more
+// memory than the joins it repeats (one batch of every group of an instance
+// that ran out of memory would run out of memory too).
+const restoreBatchBytes = 64 << 10
+
 // restoreLocked instantiates a fresh module and re-joins every group with its
-// last persisted state, in one batch at the last time seen.
+// last persisted state, in join order, at the last time seen.
 func (e *Engine) restoreLocked(out *core.Output) error {
 	inst, err := e.rt.NewInstance(context.Background())
 	if err != nil {
@@ -117,20 +123,27 @@ func (e *Engine) restoreLocked(out *core.Output) error {
 	if len(e.order) == 0 {
 		return nil
 	}
-	in := core.Input{Now: e.now, Wall: e.wall}
-	for _, g := range e.order {
-		in.Join = append(in.Join, *e.specs[g])
-	}
 	n := len(out.Events)
-	np := len(out.Persist)
-	if err := inst.Step(&in, out); err != nil {
-		_ = inst.Close(context.Background())
-		e.inst = nil
-		return err
+	in := core.Input{Now: e.now, Wall: e.wall}
+	size := 0
+	for k, g := range e.order {
+		spec := e.specs[g]
+		in.Join = append(in.Join, *spec)
+		size += spec.Msgsize()
+		if k < len(e.order)-1 && size+e.specs[e.order[k+1]].Msgsize() <= restoreBatchBytes {
+			continue
+		}
+		np := len(out.Persist)
+		if err := inst.Step(&in, out); err != nil {
+			_ = inst.Close(context.Background())
+			e.inst = nil
+			return err
+		}
+		// The restore persists too (with authentication, every join raises
+		// the group's epoch): the next restore must start from that.
+		e.track(&core.Input{}, out.Persist[np:], nil)
+		in.Join, size = in.Join[:0], 0
 	}
-	// The restore persists too (with authentication, every join raises the
-	// group's epoch): the next restore must start from that.
-	e.track(&core.Input{}, out.Persist[np:], nil)
 	// A group the core now refuses (it cannot be: it was accepted before)
 	// is dropped from the restore list so the others keep working.
 	for _, ev := range out.Events[n:] {

@@ -44,13 +44,12 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// buildWasm builds the module (with extra build flags) into out.
+// buildWasm builds the module (with extra go build flags) into out, as
+// `make wasm` does (go run ./wasm/build).
 func buildWasm(out string, flags ...string) error {
-	args := append([]string{"build", "-buildmode=c-shared", "-ldflags=-s -w"}, flags...)
-	args = append(args, "-o", out, "./wasm")
+	args := append([]string{"run", "./wasm/build", "-o", out, "--"}, flags...)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the wasm module: %v\n%s", err, b)
 	}
