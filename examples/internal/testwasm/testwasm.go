@@ -1,7 +1,8 @@
 // Package testwasm locates or builds electcore.wasm for the examples' tests:
 // $ELECTCORE_WASM if set (plain build only), else a fresh build of ./wasm
-// (GOOS=wasip1, c-shared) into a temporary directory, once per test process
-// and build flavour, so `go test ./examples/...` never runs a stale module.
+// (with ./wasm/build, as `make wasm` does; else GOOS=wasip1 go build
+// -buildmode=c-shared) into a temporary directory, once per test process and
+// build flavour, so `go test ./examples/...` never runs a stale module.
 package testwasm
 
 import (
@@ -52,14 +53,24 @@ func build(t testing.TB, tags string) string {
 	if tags == "" {
 		out = filepath.Join(dir, "electcore.wasm")
 	}
-	args := []string{"build", "-buildmode=c-shared", "-ldflags=-s -w"}
-	if tags != "" {
-		args = append(args, "-tags="+tags)
+	var cmd *exec.Cmd
+	if _, err := os.Stat(filepath.Join(RepoRoot(), "wasm", "build", "main.go")); err == nil {
+		// The module's own build (what `make wasm` runs).
+		args := []string{"run", "./wasm/build", "-o", out}
+		if tags != "" {
+			args = []string{"run", "./wasm/build", "-hd", "-o", out}
+		}
+		cmd = exec.Command("go", args...)
+	} else {
+		args := []string{"build", "-buildmode=c-shared", "-ldflags=-s -w"}
+		if tags != "" {
+			args = append(args, "-tags="+tags)
+		}
+		args = append(args, "-o", out, "./wasm")
+		cmd = exec.Command("go", args...)
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	}
-	args = append(args, "-o", out, "./wasm")
-	cmd := exec.Command("go", args...)
 	cmd.Dir = RepoRoot()
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building electcore.wasm (tags %q): %v\n%s", tags, err, b)
 	}
