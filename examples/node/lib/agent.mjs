@@ -11,11 +11,27 @@ import { encodeInput, decodeOutput, encodeState, Cmd, EventNames, topicOf } from
 // FileStore keeps each group's persisted core.GroupState ({group, term, vote,
 // epoch, ...} as the core handed it) in <dir>/<group>.json,
 // written atomically (temp file, fsync, rename, fsync of the directory).
+// The directory is locked against a second live agent (<dir>/.lock holds the
+// owner's pid; a lock whose process is gone is taken over).
 export class FileStore {
   constructor(dir) {
     this.dir = dir;
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const lock = path.join(dir, '.lock');
+    for (let attempt = 0; ; attempt++) {
+      try {
+        fs.writeFileSync(lock, `${process.pid}\n`, { flag: 'wx', mode: 0o600 });
+        break;
+      } catch (e) {
+        if (e.code !== 'EEXIST' || attempt > 0) throw e;
+        const pid = Number(fs.readFileSync(lock, 'utf8'));
+        if (pid && pid !== process.pid && alive(pid)) throw new Error(`${dir} is in use by process ${pid}`);
+        fs.rmSync(lock, { force: true }); // stale: its owner is gone
+      }
+    }
+    this.lock = lock;
   }
+  release() { fs.rmSync(this.lock, { force: true }); }
   file(group) { return path.join(this.dir, `${encodeURIComponent(group)}.json`); }
   load(group) {
     let text;
@@ -43,11 +59,16 @@ export class FileStore {
   }
 }
 
+function alive(pid) {
+  try { process.kill(pid, 0); return true; } catch (e) { return e.code === 'EPERM'; }
+}
+
 // MemStore: tests only (a restarted process forgets its votes).
 export class MemStore {
   m = new Map();
   load(group) { return this.m.get(group) ?? null; }
   save(state) { this.m.set(state.group, { ...state }); }
+  release() {}
 }
 
 // A monotonic millisecond clock (never the wall clock).
@@ -182,5 +203,6 @@ export class Agent {
     this.closed = true;
     if (this.timer) clearTimeout(this.timer);
     await this.queue;
+    this.store.release?.();
   }
 }
