@@ -254,7 +254,7 @@ func TestDifferential(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("ELECTCORE_DIFF_SEEDS")); err == nil {
 		seeds = v
 	}
-	// Most seeds on the NoInterrupt runtime (fast), some on the default one.
+	// Most seeds on one runtime, some on another (two pools of instances).
 	fast, slow := &instancePool{rt: fastRuntime(t)}, &instancePool{rt: testRuntime(t)}
 	defer fast.close()
 	defer slow.close()

@@ -31,8 +31,10 @@
 //     clock and random source — fake, deterministic ones, which the Go
 //     runtime needs and the core never reads: no files, network, arguments or
 //     environment. Memory is bounded (MemoryLimitPages, reserved up front with
-//     WithMemoryCapacityFromMax) and every call has a deadline (CallTimeout,
-//     enforced by WithCloseOnContextDone; see NoInterrupt for the trade-off).
+//     WithMemoryCapacityFromMax) and every call has a deadline (CallTimeout),
+//     enforced by one watchdog goroutine per runtime through a test the
+//     module is instrumented with at load, at the top of every loop
+//     (interrupt.go: ~free, where wazero's WithCloseOnContextDone cost ~7×).
 //   - instance.go: [Instance], one module instance driven through the raw
 //     ABI (wasm/ABI.md): Step, Join, Status, Reset. Calls are serialised. A
 //     trap (fault, out of memory, deadline, or a panic the module recovered)

@@ -89,35 +89,39 @@ type Instance struct {
 	buf          []byte // host-side encode buffer
 	scratch      core.Output
 
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	timer   *time.Timer
+	ctx     context.Context // carries the instance (host-driven imports)
 	timeout time.Duration
 	stderr  *capBuffer
 	dead    error // the trap that killed this instance
 	hd      atomic.Pointer[HostFuncs]
-	fired   atomic.Bool // the deadline (or a test) cancelled ctx
+	calls   atomic.Uint64         // odd while a call runs (read by the watchdog)
+	stop    api.MutableGlobal     // the interrupt global (interrupt.go)
+	fired   atomic.Pointer[error] // why the instance was interrupted
 }
 
 // NewInstance instantiates the module: runs _initialize, grants nothing but
 // WASI's fake clocks and deterministic random source, and bounds memory.
 func (r *Runtime) NewInstance(ctx context.Context) (*Instance, error) {
 	i := &Instance{rt: r, timeout: r.cfg.CallTimeout, stderr: &capBuffer{max: 8 << 10}, stack: make([]uint64, 4)}
-	i.ctx, i.cancel = context.WithCancelCause(context.WithValue(context.Background(), instanceKey{}, i))
-	i.timer = time.AfterFunc(time.Hour, func() { i.fired.Store(true); i.cancel(ErrDeadline) })
-	i.timer.Stop()
+	i.ctx = context.WithValue(context.Background(), instanceKey{}, i)
 	mc := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions("_initialize").
 		WithStderr(i.stderr)
-	ictx, cancel := context.WithTimeout(ctx, max(i.timeout, 5*time.Second))
-	defer cancel()
-	mod, err := r.wr.InstantiateModule(ictx, r.compiled, mc)
+	mod, err := r.wr.InstantiateModule(ctx, r.compiled, mc)
 	if err != nil {
-		i.timer.Stop()
 		return nil, fmt.Errorf("host: instantiating %s: %w%s", r.describe(), err, i.stderr.suffix())
 	}
-	i.mod, i.mem = mod, mod.Memory()
+	stop, ok := mod.ExportedGlobal(interruptExport).(api.MutableGlobal)
+	if !ok {
+		mod.Close(ctx)
+		return nil, fmt.Errorf("host: instantiating %s: no interrupt global", r.describe())
+	}
+	i.mod, i.mem, i.stop = mod, mod.Memory(), stop
+	if err := r.watch.add(i); err != nil {
+		mod.Close(ctx)
+		return nil, err
+	}
 	i.fInput = mod.ExportedFunction("ec_input")
 	i.fStep = mod.ExportedFunction("ec_step")
 	i.fJoin = mod.ExportedFunction("ec_join")
@@ -129,22 +133,22 @@ func (r *Runtime) NewInstance(ctx context.Context) (*Instance, error) {
 
 type instanceKey struct{}
 
-// call runs f with the stack, under the call deadline. A failure of the call
-// itself is a trap: the instance is closed.
+// call runs f with the stack, under the call deadline (enforced by the
+// runtime's watchdog). A failure of the call itself is a trap: the instance
+// is closed.
 func (i *Instance) call(op string, f api.Function, args ...uint64) (uint64, error) {
 	if i.dead != nil {
 		return 0, i.dead
 	}
 	i.stack = i.stack[:max(len(args), 1)]
 	copy(i.stack, args)
-	i.timer.Reset(i.timeout)
+	i.calls.Add(1)
 	err := f.CallWithStack(i.ctx, i.stack)
-	i.timer.Stop()
-	if i.fired.Load() {
-		c := context.Cause(i.ctx)
-		// The deadline fired (wazero aborted the call and closed the
-		// module), or fired just as the call returned: unusable either way.
-		return 0, i.kill(op, fmt.Errorf("%w (limit %v): %v", c, i.timeout, err))
+	i.calls.Add(1)
+	if c := i.fired.Load(); c != nil {
+		// The deadline fired (the call trapped at its next loop), or fired
+		// just as the call returned: unusable either way.
+		return 0, i.kill(op, fmt.Errorf("%w (limit %v): %v", *c, i.timeout, err))
 	}
 	if err != nil {
 		return 0, i.kill(op, err)
@@ -152,11 +156,18 @@ func (i *Instance) call(op string, f api.Function, args ...uint64) (uint64, erro
 	return i.stack[0], nil
 }
 
+// interrupt makes the running call, or else the next one, trap at its next
+// loop iteration. Safe from any goroutine.
+func (i *Instance) interrupt(cause error) {
+	if i.fired.CompareAndSwap(nil, &cause) {
+		i.stop.Set(1)
+	}
+}
+
 func (i *Instance) kill(op string, err error) error {
 	t := &TrapError{Op: op, Err: err, Stderr: i.stderr.String()}
 	i.dead = t
-	i.timer.Stop()
-	i.cancel(ErrClosed)
+	i.rt.watch.remove(i)
 	_ = i.mod.Close(context.Background())
 	return t
 }
@@ -354,8 +365,7 @@ func (i *Instance) Close(ctx context.Context) error {
 		return nil
 	}
 	i.dead = ErrClosed
-	i.timer.Stop()
-	i.cancel(ErrClosed)
+	i.rt.watch.remove(i)
 	return i.mod.Close(ctx)
 }
 

@@ -97,17 +97,9 @@ var (
 	fastErr  error
 )
 
-// fastRuntime is a NoInterrupt runtime (about 7× faster steps), for the
-// differential test, whose subject is the output bytes, not deadlines.
-func fastRuntime(t testing.TB) *Runtime {
-	fastOnce.Do(func() {
-		fastRT, fastErr = NewRuntime(context.Background(), RuntimeConfig{WasmPath: testWasm, CacheDir: testCacheDir(), NoInterrupt: true, Logger: quietLogger()})
-	})
-	if fastErr != nil {
-		t.Fatal(fastErr)
-	}
-	return fastRT
-}
+// fastRuntime is the test runtime. (It was a NoInterrupt runtime while
+// deadlines made calls ~7× slower; every runtime is fast now.)
+func fastRuntime(t testing.TB) *Runtime { return testRuntime(t) }
 
 // quietLogger logs warnings and errors only ($ELECTCORE_TEST_LOG=debug for all).
 func quietLogger() *slog.Logger {

@@ -52,19 +52,11 @@ type RuntimeConfig struct {
 	// (WithMemoryCapacityFromMax) but only touched pages cost RAM.
 	MemoryLimitPages uint32
 	// CallTimeout is the deadline of every call into the module (0:
-	// DefaultCallTimeout). A call that overruns it is aborted and its
-	// instance closed, like a trap.
+	// DefaultCallTimeout). A call that overruns it is stopped where it is
+	// (between CallTimeout and 1.25×CallTimeout after it started) and its
+	// instance closed, like a trap. The module is instrumented at load to
+	// make that cheap (interrupt.go).
 	CallTimeout time.Duration
-	// NoInterrupt turns off wazero's WithCloseOnContextDone. With it on (the
-	// default) a call that overruns CallTimeout is stopped where it is, but
-	// the compiled code leaves native code at every loop iteration to check
-	// for that, which makes a step about 7× slower (see BENCHMARKS.md). With
-	// NoInterrupt the deadline is only detected when the call returns: the
-	// instance is then treated as trapped and replaced, but a call that never
-	// returns blocks its goroutine for good. The core does bounded work per
-	// input (batches are at most core.MaxBatchBytes), so NoInterrupt is a
-	// reasonable choice for hosts that multiplex thousands of groups.
-	NoInterrupt bool
 	// Logger receives the runtime's and its instances' logs (nil:
 	// slog.Default()).
 	Logger *slog.Logger
@@ -80,6 +72,7 @@ type Runtime struct {
 	wr       wazero.Runtime
 	compiled wazero.CompiledModule
 	hd       bool // the module imports the "electcore" host functions
+	watch    *watchdog
 	closeMu  sync.Mutex
 	closed   bool
 }
@@ -170,7 +163,7 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	if cfg.CacheDir == "" {
 		cfg.CacheDir = DefaultCacheDir()
 	}
-	r := &Runtime{cfg: cfg, logger: cfg.Logger}
+	r := &Runtime{cfg: cfg, logger: cfg.Logger, watch: newWatchdog(cfg.CallTimeout)}
 	wasmBytes := cfg.Wasm
 	if wasmBytes == nil {
 		r.path = ResolveWasmPath(cfg.WasmPath)
@@ -179,6 +172,10 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 			return nil, err
 		}
 	}
+	wasmBytes, err := instrument(wasmBytes)
+	if err != nil {
+		return nil, fmt.Errorf("host: %s: %w", r.describe(), err)
+	}
 	cache, err := compilationCache(cfg.CacheDir)
 	if err != nil {
 		return nil, err
@@ -186,8 +183,7 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	rc := wazero.NewRuntimeConfig().
 		WithCompilationCache(cache).
 		WithMemoryLimitPages(cfg.MemoryLimitPages).
-		WithMemoryCapacityFromMax(true).
-		WithCloseOnContextDone(!cfg.NoInterrupt)
+		WithMemoryCapacityFromMax(true)
 	r.wr = wazero.NewRuntimeWithConfig(ctx, rc)
 	fail := func(err error) (*Runtime, error) {
 		r.wr.Close(ctx)
@@ -288,5 +284,6 @@ func (r *Runtime) Close(ctx context.Context) error {
 		return nil
 	}
 	r.closed = true
+	r.watch.close()
 	return r.wr.Close(ctx)
 }
