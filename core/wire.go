@@ -57,8 +57,7 @@ func decodeWire(payload []byte, m *wireMsg) error {
 	if len(payload) > MaxPayload {
 		return fmt.Errorf("oversized: %d bytes, at most %d", len(payload), MaxPayload)
 	}
-	*m = wireMsg{}
-	if err := parseWire(payload, m); err != nil {
+	if err := parseWire(payload, m); err != nil { // (zeroes m first)
 		return err
 	}
 	return checkWire(m)

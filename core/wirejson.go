@@ -26,8 +26,13 @@ import (
 // For every payload encoding/json accepts with exact-case keys it yields the
 // message encoding/json would (tested over the fuzz corpora and transcripts,
 // and by FuzzParseWire against the reference kept in wirejson_test.go).
+//
+// m is zeroed first; the strings it held (the last message's type and names,
+// when the caller reuses m) are reused for equal values, which saves most
+// allocations of the steady state (heartbeats from the same leader).
 func parseWire(p []byte, m *wireMsg) error {
-	d := jsonScanner{p: p}
+	d := jsonScanner{p: p, reuse: [...]string{m.Type, m.Group, m.From, m.Candidate, m.Leader, m.To}}
+	*m = wireMsg{}
 	d.ws()
 	if !d.eat('{') {
 		return d.fail("want a JSON object")
@@ -73,6 +78,7 @@ type jsonScanner struct {
 	i     int
 	err   string
 	depth int
+	reuse [6]string
 }
 
 func (d *jsonScanner) fail(what string) error {
@@ -138,21 +144,21 @@ func (d *jsonScanner) lit(s string) bool {
 func (d *jsonScanner) field(m *wireMsg, key []byte) bool {
 	switch string(key) {
 	case "type":
-		return d.strField(&m.Type)
+		return d.strField(&m.Type, true)
 	case "group":
-		return d.strField(&m.Group)
+		return d.strField(&m.Group, true)
 	case "from":
-		return d.strField(&m.From)
+		return d.strField(&m.From, true)
 	case "candidate":
-		return d.strField(&m.Candidate)
+		return d.strField(&m.Candidate, true)
 	case "leader":
-		return d.strField(&m.Leader)
+		return d.strField(&m.Leader, true)
 	case "to":
-		return d.strField(&m.To)
+		return d.strField(&m.To, true)
 	case "elected_at":
-		return d.strField(&m.ElectedAt)
+		return d.strField(&m.ElectedAt, false)
 	case "sig":
-		return d.strField(&m.Sig)
+		return d.strField(&m.Sig, false)
 	case "term":
 		return d.uintField(&m.Term, 1<<64-1)
 	case "seq":
@@ -188,16 +194,38 @@ func (d *jsonScanner) field(m *wireMsg, key []byte) bool {
 	return d.value() // an unknown key: check and skip its value
 }
 
-func (d *jsonScanner) strField(dst *string) bool {
+// strField reads a string (or null) into dst; with reuse, an equal string of
+// the last message (or a message type) is reused instead of allocated.
+func (d *jsonScanner) strField(dst *string, reuse bool) bool {
 	switch d.peek() {
 	case 'n':
 		return d.lit("null")
 	case '"':
 		b, ok := d.str()
-		if ok {
-			*dst = string(b)
+		if !ok {
+			return false
 		}
-		return ok
+		if reuse {
+			for _, s := range d.reuse {
+				if string(b) == s {
+					*dst = s
+					return true
+				}
+			}
+			switch string(b) {
+			case typeHeartbeat:
+				*dst = typeHeartbeat
+				return true
+			case typeAck:
+				*dst = typeAck
+				return true
+			case typeVote:
+				*dst = typeVote
+				return true
+			}
+		}
+		*dst = string(b)
+		return true
 	}
 	if d.value() {
 		d.err = "want a string"
