@@ -32,9 +32,10 @@
 //     runtime needs and the core never reads: no files, network, arguments or
 //     environment. Memory is bounded (MemoryLimitPages, reserved up front with
 //     WithMemoryCapacityFromMax) and every call has a deadline (CallTimeout),
-//     enforced by one watchdog goroutine per runtime through a test the
-//     module is instrumented with at load, at the top of every loop
-//     (interrupt.go: ~free, where wazero's WithCloseOnContextDone cost ~7×).
+//     enforced through fuel the module is instrumented with at load: every
+//     10,000 loop iterations a call checks its deadline in a host function
+//     (interrupt.go: ≈ 3–5 % of a step, where wazero's
+//     WithCloseOnContextDone cost ~7×).
 //   - instance.go: [Instance], one module instance driven through the raw
 //     ABI (wasm/ABI.md): Step, Join, Status, Reset. Calls are serialised. A
 //     trap (fault, out of memory, deadline, or a panic the module recovered)

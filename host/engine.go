@@ -261,7 +261,7 @@ func (e *Engine) Close(ctx context.Context) error {
 }
 
 // injectTrap makes the next call into the module exceed its deadline (a real
-// trap: the call stops at its first loop, as when the watchdog fires). For
+// trap: the call stops at its first loop, as when the deadline passes). For
 // tests.
 func (e *Engine) injectTrap() {
 	e.mu.Lock()

@@ -94,9 +94,12 @@ type Instance struct {
 	stderr  *capBuffer
 	dead    error // the trap that killed this instance
 	hd      atomic.Pointer[HostFuncs]
-	calls   atomic.Uint64         // odd while a call runs (read by the watchdog)
-	stop    api.MutableGlobal     // the interrupt global (interrupt.go)
+	fuel    api.MutableGlobal     // the instrumentation's fuel global (interrupt.go)
 	fired   atomic.Pointer[error] // why the instance was interrupted
+	calls   uint64                // calls started
+	// The call the last check saw, and when it saw it first.
+	checkCall  uint64
+	checkStart time.Time
 }
 
 // NewInstance instantiates the module: runs _initialize, grants nothing but
@@ -112,16 +115,12 @@ func (r *Runtime) NewInstance(ctx context.Context) (*Instance, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host: instantiating %s: %w%s", r.describe(), err, i.stderr.suffix())
 	}
-	stop, ok := mod.ExportedGlobal(interruptExport).(api.MutableGlobal)
+	fuel, ok := mod.ExportedGlobal(fuelExport).(api.MutableGlobal)
 	if !ok {
 		mod.Close(ctx)
-		return nil, fmt.Errorf("host: instantiating %s: no interrupt global", r.describe())
+		return nil, fmt.Errorf("host: instantiating %s: no fuel global", r.describe())
 	}
-	i.mod, i.mem, i.stop = mod, mod.Memory(), stop
-	if err := r.watch.add(i); err != nil {
-		mod.Close(ctx)
-		return nil, err
-	}
+	i.mod, i.mem, i.fuel = mod, mod.Memory(), fuel
 	i.fInput = mod.ExportedFunction("ec_input")
 	i.fStep = mod.ExportedFunction("ec_step")
 	i.fJoin = mod.ExportedFunction("ec_join")
@@ -133,21 +132,19 @@ func (r *Runtime) NewInstance(ctx context.Context) (*Instance, error) {
 
 type instanceKey struct{}
 
-// call runs f with the stack, under the call deadline (enforced by the
-// runtime's watchdog). A failure of the call itself is a trap: the instance
-// is closed.
+// call runs f with the stack, under the call deadline (enforced by check).
+// A failure of the call itself is a trap: the instance is closed.
 func (i *Instance) call(op string, f api.Function, args ...uint64) (uint64, error) {
 	if i.dead != nil {
 		return 0, i.dead
 	}
 	i.stack = i.stack[:max(len(args), 1)]
 	copy(i.stack, args)
-	i.calls.Add(1)
+	i.calls++
 	err := f.CallWithStack(i.ctx, i.stack)
-	i.calls.Add(1)
 	if c := i.fired.Load(); c != nil {
-		// The deadline fired (the call trapped at its next loop), or fired
-		// just as the call returned: unusable either way.
+		// The deadline or an interrupt stopped the call, or came just as
+		// it returned: unusable either way.
 		return 0, i.kill(op, fmt.Errorf("%w (limit %v): %v", *c, i.timeout, err))
 	}
 	if err != nil {
@@ -156,18 +153,36 @@ func (i *Instance) call(op string, f api.Function, args ...uint64) (uint64, erro
 	return i.stack[0], nil
 }
 
+// check runs, on the calling goroutine, every fuelPerCheck loop iterations
+// of a call (interrupt.go): it traps the call if it was interrupted or has
+// run longer than the deadline. A call's first check starts its clock (the
+// iterations before it take well under a millisecond), so calls pay no
+// clock reads.
+func (i *Instance) check() {
+	if c := i.fired.Load(); c != nil {
+		panic(*c)
+	}
+	if i.checkCall != i.calls {
+		i.checkCall, i.checkStart = i.calls, time.Now()
+		return
+	}
+	if time.Since(i.checkStart) > i.timeout {
+		i.interrupt(ErrDeadline)
+		panic(ErrDeadline)
+	}
+}
+
 // interrupt makes the running call, or else the next one, trap at its next
 // loop iteration. Safe from any goroutine.
 func (i *Instance) interrupt(cause error) {
 	if i.fired.CompareAndSwap(nil, &cause) {
-		i.stop.Set(1)
+		i.fuel.Set(1)
 	}
 }
 
 func (i *Instance) kill(op string, err error) error {
 	t := &TrapError{Op: op, Err: err, Stderr: i.stderr.String()}
 	i.dead = t
-	i.rt.watch.remove(i)
 	_ = i.mod.Close(context.Background())
 	return t
 }
@@ -365,7 +380,6 @@ func (i *Instance) Close(ctx context.Context) error {
 		return nil
 	}
 	i.dead = ErrClosed
-	i.rt.watch.remove(i)
 	return i.mod.Close(ctx)
 }
 

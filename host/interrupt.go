@@ -3,8 +3,6 @@ package host
 import (
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 )
 
 // Deadlines without wazero's WithCloseOnContextDone.
@@ -12,33 +10,51 @@ import (
 // WithCloseOnContextDone makes wazero's compiled code call out of native code
 // into Go at every loop iteration to ask whether the module was closed, and
 // start a goroutine per call to watch the context: ~7× the cost of a step.
-// Instead, like wasmtime's epoch interruption, the module is instrumented
-// once at load: a new mutable i32 global (exported as interruptExport) is
-// tested at the top of every loop, and a set global traps the call
-// (`unreachable`). A loop-free call ends on its own, so this stops any call:
-// the runtime's watchdog (below) sets the global of an instance whose
-// call overran its deadline. The test is a load and a branch per iteration.
+// Instead the module is instrumented once at load (like wasmtime's fuel):
+//
+//   - a new mutable i32 global, the fuel (exported as fuelExport), is
+//     decremented at the top of every loop;
+//   - when it reaches 0 the loop calls a new imported host function,
+//     checkImport (Instance.check), and refills it with fuelPerCheck.
+//
+// The check traps the call (a Go panic, which wazero returns as an error)
+// once it has run longer than CallTimeout, or at once after
+// Instance.interrupt (which also sets the fuel to 1). A loop-free call ends on
+// its own, so every call is stopped. The host call every fuelPerCheck
+// iterations matters as much as the test: Go cannot preempt a goroutine that
+// is running wasm code, so without it a long call would hold up the garbage
+// collector's stop-the-world — and a runaway one, the whole process, forever
+// (wazero calls into Go at every iteration for the same reason). A check
+// costs ~0.1 µs, every few hundred µs at most; a loop iteration pays a
+// global decrement and a branch.
 
-// interruptExport is the name of the global the instrumentation adds.
-const interruptExport = "electcore.host.interrupt"
+const (
+	// fuelExport names the fuel global the instrumentation adds.
+	fuelExport = "electcore.host.fuel"
+	// checkModule and checkName name the host function it imports.
+	checkModule = "electcore:host"
+	checkName   = "check"
+	// fuelPerCheck is the number of loop iterations between checks.
+	fuelPerCheck = 10_000
+)
 
 // errInstrument reports a module the instrumentation cannot read.
 var errInstrument = errors.New("cannot instrument the module")
 
-// instrument returns a copy of the module m with the interrupt global and a
-// test of it at the top of every loop.
+// section is one section of a module.
+type section struct {
+	id   byte
+	body []byte
+}
+
+// instrument returns a copy of the module m with the fuel global, the check
+// import (appended to the imports: every defined function's index moves up
+// by one) and the fuel test at the top of every loop.
 func instrument(m []byte) ([]byte, error) {
 	if len(m) < 8 || string(m[:4]) != "\x00asm" || string(m[4:8]) != "\x01\x00\x00\x00" {
 		return nil, fmt.Errorf("%w: not a WebAssembly 1 binary", errInstrument)
 	}
-	var (
-		importedGlobals uint32
-		global          uint32 // index of the new global
-		sawGlobal       bool
-		sawExport       bool
-	)
-	out := make([]byte, 0, len(m)+len(m)/16)
-	out = append(out, m[:8]...)
+	var secs []section
 	r := reader{b: m, i: 8}
 	for r.i < len(m) {
 		id := r.byte()
@@ -46,63 +62,93 @@ func instrument(m []byte) ([]byte, error) {
 		if r.err != nil || uint64(r.i)+uint64(size) > uint64(len(m)) {
 			return nil, fmt.Errorf("%w: truncated section", errInstrument)
 		}
-		body := m[r.i : r.i+int(size)]
+		secs = append(secs, section{id, m[r.i : r.i+int(size)]})
 		r.i += int(size)
-		switch id {
-		case 2: // imports: count the imported globals
-			n, err := countImportedGlobals(body)
-			if err != nil {
-				return nil, err
-			}
-			importedGlobals = n
-		case 6: // globals: append ours (mutable i32 = 0)
-			s := reader{b: body}
-			n := s.u32()
-			if s.err != nil {
-				return nil, fmt.Errorf("%w: global section", errInstrument)
-			}
-			global = importedGlobals + n
-			sec := appendU32(nil, n+1)
-			sec = append(sec, body[s.i:]...)
-			sec = append(sec, 0x7f, 0x01, 0x41, 0x00, 0x0b)
-			out = appendSection(out, id, sec)
-			sawGlobal = true
-			continue
-		case 7: // exports: export it
-			if !sawGlobal {
-				return nil, fmt.Errorf("%w: no global section before the exports", errInstrument)
-			}
-			s := reader{b: body}
-			n := s.u32()
-			if s.err != nil {
-				return nil, fmt.Errorf("%w: export section", errInstrument)
-			}
-			sec := appendU32(nil, n+1)
-			sec = append(sec, body[s.i:]...)
-			sec = appendU32(sec, uint32(len(interruptExport)))
-			sec = append(sec, interruptExport...)
-			sec = append(sec, 0x03)
-			sec = appendU32(sec, global)
-			out = appendSection(out, id, sec)
-			sawExport = true
-			continue
-		case 10: // code: the test at every loop
-			if !sawExport {
-				return nil, fmt.Errorf("%w: no export section before the code", errInstrument)
-			}
-			sec, err := instrumentCode(body, global)
-			if err != nil {
-				return nil, err
-			}
-			out = appendSection(out, id, sec)
-			continue
-		}
-		out = appendSection(out, id, body)
 	}
-	if !sawExport {
-		return nil, fmt.Errorf("%w: no global, export or code section", errInstrument)
+	find := func(id byte) int {
+		for k, s := range secs {
+			if s.id == id {
+				return k
+			}
+		}
+		return -1
+	}
+	ti, ii, gi, ei, ci := find(1), find(2), find(6), find(7), find(10)
+	if ti < 0 || ii < 0 || gi < 0 || ei < 0 || ci < 0 {
+		return nil, fmt.Errorf("%w: want type, import, global, export and code sections", errInstrument)
+	}
+	var in instrumenter
+	var err error
+	// Types: add () -> ().
+	secs[ti].body, in.checkType, err = appendToVec(secs[ti].body, []byte{0x60, 0, 0})
+	if err != nil {
+		return nil, err
+	}
+	// Imports: count functions and globals, add the check.
+	if in.funcImports, in.globalImports, err = countImports(secs[ii].body); err != nil {
+		return nil, err
+	}
+	imp := appendName(nil, checkModule)
+	imp = appendName(imp, checkName)
+	imp = append(imp, 0x00)
+	imp = appendU32(imp, in.checkType)
+	if secs[ii].body, _, err = appendToVec(secs[ii].body, imp); err != nil {
+		return nil, err
+	}
+	in.check = in.funcImports
+	// Globals: add the fuel (mutable i32 = fuelPerCheck).
+	g := append([]byte{0x7f, 0x01, 0x41}, appendS32(nil, fuelPerCheck)...)
+	var n uint32
+	if secs[gi].body, n, err = appendToVec(secs[gi].body, append(g, 0x0b)); err != nil {
+		return nil, err
+	}
+	in.fuel = in.globalImports + n
+	if err := checkConstExprs(secs[gi].body); err != nil {
+		return nil, err
+	}
+	out := append([]byte(nil), m[:8]...)
+	for _, s := range secs {
+		body := s.body
+		switch s.id {
+		case 0: // custom: a name section's function indices would be stale
+			rn := reader{b: body}
+			if l := int(rn.u32()); rn.err == nil && rn.i+l <= len(body) && string(body[rn.i:rn.i+l]) == "name" {
+				continue
+			}
+		case 7:
+			body, err = in.exports(body)
+		case 8: // start function
+			rs := reader{b: body}
+			f := rs.u32()
+			if rs.err != nil {
+				return nil, fmt.Errorf("%w: start section", errInstrument)
+			}
+			body = appendU32(nil, in.shift(f))
+		case 9:
+			body, err = in.elements(body)
+		case 10:
+			body, err = in.code(body)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = appendSection(out, s.id, body)
 	}
 	return out, nil
+}
+
+// instrumenter holds the indices instrument works with.
+type instrumenter struct {
+	funcImports, globalImports uint32
+	checkType, check, fuel     uint32
+}
+
+// shift maps an old function index to the new one.
+func (in *instrumenter) shift(f uint32) uint32 {
+	if f >= in.funcImports {
+		return f + 1
+	}
+	return f
 }
 
 func appendSection(out []byte, id byte, body []byte) []byte {
@@ -119,15 +165,43 @@ func appendU32(b []byte, v uint32) []byte {
 	return append(b, byte(v))
 }
 
-func countImportedGlobals(body []byte) (uint32, error) {
+func appendS32(b []byte, v int32) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if v == 0 && c&0x40 == 0 || v == -1 && c&0x40 != 0 {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
+
+func appendName(b []byte, s string) []byte {
+	return append(appendU32(b, uint32(len(s))), s...)
+}
+
+// appendToVec appends one encoded entry to a section that is a vector; it
+// returns the new body and the entry's index.
+func appendToVec(body, entry []byte) ([]byte, uint32, error) {
 	r := reader{b: body}
-	var globals uint32
+	n := r.u32()
+	if r.err != nil {
+		return nil, 0, fmt.Errorf("%w: bad vector", errInstrument)
+	}
+	out := appendU32(nil, n+1)
+	out = append(out, body[r.i:]...)
+	return append(out, entry...), n, nil
+}
+
+func countImports(body []byte) (funcs, globals uint32, err error) {
+	r := reader{b: body}
 	for n := r.u32(); n > 0 && r.err == nil; n-- {
 		r.skipBytes(int(r.u32())) // module
 		r.skipBytes(int(r.u32())) // name
 		switch r.byte() {
 		case 0x00: // func: type index
 			r.u32()
+			funcs++
 		case 0x01: // table: reftype, limits
 			r.byte()
 			r.limits()
@@ -141,23 +215,138 @@ func countImportedGlobals(body []byte) (uint32, error) {
 			r.byte()
 			r.u32()
 		default:
-			return 0, fmt.Errorf("%w: unknown import kind", errInstrument)
+			return 0, 0, fmt.Errorf("%w: unknown import kind", errInstrument)
 		}
 	}
 	if r.err != nil {
-		return 0, fmt.Errorf("%w: import section", errInstrument)
+		return 0, 0, fmt.Errorf("%w: import section", errInstrument)
 	}
-	return globals, nil
+	return funcs, globals, nil
 }
 
-// instrumentCode rewrites the code section: after every `loop blocktype` it
-// inserts `global.get g; if; unreachable; end`.
-func instrumentCode(body []byte, g uint32) ([]byte, error) {
-	check := append([]byte{0x23}, appendU32(nil, g)...)
-	check = append(check, 0x04, 0x40, 0x00, 0x0b)
+// checkConstExprs refuses ref.func in the globals' initial values (their
+// indices would need shifting; Go never writes them).
+func checkConstExprs(body []byte) error {
+	r := reader{b: body}
+	for n := r.u32(); n > 0 && r.err == nil; n-- {
+		r.byte() // valtype
+		r.byte() // mutability
+		for r.err == nil {
+			op := r.byte()
+			if op == 0x0b {
+				break
+			}
+			if op == 0xd2 {
+				return fmt.Errorf("%w: ref.func in a global's initial value", errInstrument)
+			}
+			r.immediates(op)
+		}
+	}
+	if r.err != nil {
+		return fmt.Errorf("%w: global section: %v", errInstrument, r.err)
+	}
+	return nil
+}
+
+// exports shifts function exports and exports the fuel.
+func (in *instrumenter) exports(body []byte) ([]byte, error) {
 	r := reader{b: body}
 	n := r.u32()
-	out := appendU32(make([]byte, 0, len(body)+len(body)/8), n)
+	out := appendU32(nil, n+1)
+	for ; n > 0 && r.err == nil; n-- {
+		start := r.i
+		r.skipBytes(int(r.u32()))
+		kind := r.byte()
+		out = append(out, body[start:r.i]...)
+		idx := r.u32()
+		if kind == 0x00 {
+			idx = in.shift(idx)
+		}
+		out = appendU32(out, idx)
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("%w: export section", errInstrument)
+	}
+	out = appendName(out, fuelExport)
+	out = append(out, 0x03)
+	return appendU32(out, in.fuel), nil
+}
+
+// elements shifts the function indices of element segments.
+func (in *instrumenter) elements(body []byte) ([]byte, error) {
+	r := reader{b: body}
+	n := r.u32()
+	out := appendU32(nil, n)
+	for ; n > 0 && r.err == nil; n-- {
+		start := r.i
+		flags := r.u32()
+		if flags > 7 {
+			return nil, fmt.Errorf("%w: element segment kind %d", errInstrument, flags)
+		}
+		if flags&3 == 2 { // explicit table index
+			r.u32()
+		}
+		if flags&1 == 0 { // active: offset expression
+			for r.err == nil {
+				op := r.byte()
+				if op == 0x0b {
+					break
+				}
+				r.immediates(op)
+			}
+		}
+		if flags&3 != 0 { // elemkind or reftype
+			r.byte()
+		}
+		out = append(out, body[start:r.i]...)
+		count := r.u32()
+		out = appendU32(out, count)
+		for ; count > 0 && r.err == nil; count-- {
+			if flags&4 == 0 { // function indices
+				out = appendU32(out, in.shift(r.u32()))
+				continue
+			}
+			for r.err == nil { // expressions: ref.func f / ref.null t, end
+				op := r.byte()
+				out = append(out, op)
+				if op == 0x0b {
+					break
+				}
+				if op == 0xd2 {
+					out = appendU32(out, in.shift(r.u32()))
+					continue
+				}
+				s := r.i
+				r.immediates(op)
+				out = append(out, r.b[s:r.i]...)
+			}
+		}
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("%w: element section: %v", errInstrument, r.err)
+	}
+	return out, nil
+}
+
+// code rewrites the code section: function indices shifted, and after every
+// `loop blocktype`:
+//
+//	global.get fuel; i32.const 1; i32.sub; global.set fuel
+//	global.get fuel; i32.const 0; i32.le_s
+//	if; call check; i32.const fuelPerCheck; global.set fuel; end
+func (in *instrumenter) code(body []byte) ([]byte, error) {
+	fuel := appendU32(nil, in.fuel)
+	var test []byte
+	test = append(append(append(test, 0x23), fuel...), 0x41, 0x01, 0x6b)
+	test = append(append(append(test, 0x24), fuel...), 0x23)
+	test = append(append(test, fuel...), 0x41, 0x00, 0x4c, 0x04, 0x40, 0x10)
+	test = append(appendU32(test, in.check), 0x41)
+	test = append(appendS32(test, fuelPerCheck), 0x24)
+	test = append(append(test, fuel...), 0x0b)
+
+	r := reader{b: body}
+	n := r.u32()
+	out := appendU32(make([]byte, 0, len(body)+len(body)/4), n)
 	var fn []byte
 	for k := uint32(0); k < n; k++ {
 		size := int(r.u32())
@@ -174,12 +363,21 @@ func instrumentCode(body []byte, g uint32) ([]byte, error) {
 		fn = append(fn[:0], f.b[:f.i]...)
 		last := f.i
 		for f.i < len(f.b) && f.err == nil {
+			at := f.i
 			op := f.byte()
-			f.immediates(op)
-			if op == 0x03 && f.err == nil { // loop: the test goes after its block type
-				fn = append(fn, f.b[last:f.i]...)
-				fn = append(fn, check...)
+			switch op {
+			case 0x10, 0x12, 0xd2: // call, return_call, ref.func: a function index
+				idx := f.u32()
+				fn = append(fn, f.b[last:at]...)
+				fn = appendU32(append(fn, op), in.shift(idx))
 				last = f.i
+			case 0x03: // loop: the test goes after its block type
+				f.immediates(op)
+				fn = append(fn, f.b[last:f.i]...)
+				fn = append(fn, test...)
+				last = f.i
+			default:
+				f.immediates(op)
 			}
 		}
 		if f.err != nil {
@@ -321,93 +519,5 @@ func (r *reader) immediates(op byte) {
 		// no immediates
 	default:
 		r.fail("unsupported instruction %#x at %d", op, r.i-1)
-	}
-}
-
-// watchdog enforces a runtime's CallTimeout for all its instances with one
-// goroutine. A call costs the instance two atomic increments of its call
-// counter (odd while a call runs); every period (CallTimeout/4) the watchdog
-// reads each counter, and interrupts an instance found in the same call for
-// `ticks` periods in a row: a call is stopped between CallTimeout and
-// 1.25×CallTimeout after it started.
-type watchdog struct {
-	period time.Duration
-	ticks  int
-	mu     sync.Mutex
-	insts  map[*Instance]*watchState
-	done   chan struct{}
-	closed bool
-}
-
-type watchState struct {
-	seq  uint64 // the counter last seen
-	seen int    // consecutive ticks it was seen in one call
-}
-
-const watchTicks = 4
-
-func newWatchdog(timeout time.Duration) *watchdog {
-	return &watchdog{period: max(timeout/watchTicks, time.Millisecond), ticks: watchTicks,
-		insts: map[*Instance]*watchState{}, done: make(chan struct{})}
-}
-
-// add watches i; the goroutine runs while any instance is watched.
-func (w *watchdog) add(i *Instance) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return ErrClosed
-	}
-	if len(w.insts) == 0 {
-		w.done = make(chan struct{})
-		go w.run(w.done)
-	}
-	w.insts[i] = &watchState{}
-	return nil
-}
-
-func (w *watchdog) remove(i *Instance) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if _, ok := w.insts[i]; !ok {
-		return
-	}
-	delete(w.insts, i)
-	if len(w.insts) == 0 {
-		close(w.done)
-	}
-}
-
-func (w *watchdog) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.closed && len(w.insts) > 0 {
-		close(w.done)
-	}
-	w.closed = true
-	clear(w.insts)
-}
-
-func (w *watchdog) run(done chan struct{}) {
-	t := time.NewTicker(w.period)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-		}
-		w.mu.Lock()
-		for i, st := range w.insts {
-			seq := i.calls.Load()
-			if seq&1 == 0 || seq != st.seq {
-				st.seq, st.seen = seq, 0
-				continue
-			}
-			if st.seen++; st.seen >= w.ticks {
-				i.interrupt(ErrDeadline)
-			}
-		}
-		w.mu.Unlock()
 	}
 }

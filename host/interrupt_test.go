@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,23 +15,27 @@ import (
 	"github.com/tetratelabs/wazero/api"
 )
 
-// spinModule is a hand-assembled module: one immutable global, and an export
-// "spin" that loops forever (loop; br 0; end).
+// spinModule is a hand-assembled module: an imported function env.nop, one
+// immutable global, and an export "spin" whose body is body (default: a loop
+// that never ends: loop; br 0; end).
 func spinModule(body ...byte) []byte {
 	if body == nil {
 		body = []byte{0x03, 0x40, 0x0c, 0x00, 0x0b}
 	}
 	m := []byte("\x00asm\x01\x00\x00\x00")
-	m = appendSection(m, 1, []byte{1, 0x60, 0, 0})                        // type: () -> ()
-	m = appendSection(m, 3, []byte{1, 0})                                 // one function of type 0
-	m = appendSection(m, 6, []byte{1, 0x7f, 0x00, 0x41, 0x00, 0x0b})      // global 0: i32 const 0
-	m = appendSection(m, 7, []byte{1, 4, 's', 'p', 'i', 'n', 0x00, 0x00}) // export "spin" = func 0
-	code := append([]byte{0}, body...)                                    // no locals
+	m = appendSection(m, 1, []byte{1, 0x60, 0, 0})                                  // type 0: () -> ()
+	m = appendSection(m, 2, []byte{1, 3, 'e', 'n', 'v', 3, 'n', 'o', 'p', 0x00, 0}) // import env.nop: func 0
+	m = appendSection(m, 3, []byte{1, 0})                                           // func 1 of type 0
+	m = appendSection(m, 6, []byte{1, 0x7f, 0x00, 0x41, 0x00, 0x0b})                // global 0: i32 const 0
+	m = appendSection(m, 7, []byte{1, 4, 's', 'p', 'i', 'n', 0x00, 0x01})           // export "spin" = func 1
+	code := append([]byte{0}, body...)                                              // no locals
 	code = append(code, 0x0b)
 	return appendSection(m, 10, append([]byte{1, byte(len(code))}, code...))
 }
 
-func instantiateSpin(t *testing.T) (api.Module, api.MutableGlobal) {
+// instantiateSpin instantiates the instrumented spin module; check is the
+// host's check function.
+func instantiateSpin(t *testing.T, check func(context.Context)) (api.Module, api.MutableGlobal) {
 	t.Helper()
 	m, err := instrument(spinModule())
 	if err != nil {
@@ -38,20 +44,34 @@ func instantiateSpin(t *testing.T) (api.Module, api.MutableGlobal) {
 	ctx := context.Background()
 	r := wazero.NewRuntime(ctx)
 	t.Cleanup(func() { r.Close(ctx) })
+	if _, err := r.NewHostModuleBuilder("env").NewFunctionBuilder().WithFunc(func() {}).Export("nop").Instantiate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.NewHostModuleBuilder(checkModule).NewFunctionBuilder().WithFunc(check).Export(checkName).Instantiate(ctx); err != nil {
+		t.Fatal(err)
+	}
 	mod, err := r.Instantiate(ctx, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, ok := mod.ExportedGlobal(interruptExport).(api.MutableGlobal)
+	g, ok := mod.ExportedGlobal(fuelExport).(api.MutableGlobal)
 	if !ok {
-		t.Fatal("no interrupt global")
+		t.Fatal("no fuel global")
 	}
 	return mod, g
 }
 
-// TestInterruptStopsALoop: setting the global stops a loop that never ends.
+// TestInterruptStopsALoop: an interrupt (fuel set to 1, the check traps)
+// stops a loop that never ends; until then the check runs every
+// fuelPerCheck iterations.
 func TestInterruptStopsALoop(t *testing.T) {
-	mod, g := instantiateSpin(t)
+	var stop, checks atomic.Int64
+	mod, fuel := instantiateSpin(t, func(context.Context) {
+		checks.Add(1)
+		if stop.Load() != 0 {
+			panic(ErrDeadline)
+		}
+	})
 	done := make(chan error, 1)
 	go func() {
 		_, err := mod.ExportedFunction("spin").Call(context.Background())
@@ -60,61 +80,60 @@ func TestInterruptStopsALoop(t *testing.T) {
 	select {
 	case err := <-done:
 		t.Fatalf("spin returned before the interrupt: %v", err)
-	case <-time.After(20 * time.Millisecond):
+	case <-time.After(50 * time.Millisecond):
 	}
-	g.Set(1)
+	if checks.Load() == 0 {
+		t.Fatal("no check in 50 ms of spinning")
+	}
+	stop.Store(1)
+	fuel.Set(1)
 	select {
 	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "unreachable") {
+		if err == nil || !strings.Contains(err.Error(), ErrDeadline.Error()) {
 			t.Fatalf("interrupted spin: %v", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the interrupt did not stop the loop")
 	}
+	t.Logf("%d checks", checks.Load())
 }
 
-// TestWatchdogDeadline: the watchdog interrupts a call between the timeout
-// and 1.25× the timeout (plus scheduling slack), and leaves idle and short
-// calls alone.
-func TestWatchdogDeadline(t *testing.T) {
-	mod, g := instantiateSpin(t)
+// TestDeadlineStopsALoop: Instance.check stops a call that never ends soon
+// after its deadline, even while other goroutines keep collecting garbage
+// (a stop-the-world needs the spinning goroutine to reach Go code, which the
+// checks give it: without them this test would hang).
+func TestDeadlineStopsALoop(t *testing.T) {
 	const timeout = 40 * time.Millisecond
-	w := newWatchdog(timeout)
-	defer w.close()
-	idle := &Instance{stop: g}
-	if err := w.add(idle); err != nil {
-		t.Fatal(err)
+	i := &Instance{timeout: timeout}
+	ctx := context.WithValue(context.Background(), instanceKey{}, i)
+	mod, fuel := instantiateSpin(t, func(ctx context.Context) { ctx.Value(instanceKey{}).(*Instance).check() })
+	i.fuel = fuel
+	gcDone := make(chan struct{})
+	defer close(gcDone)
+	go func() {
+		for {
+			select {
+			case <-gcDone:
+				return
+			default:
+				runtime.GC()
+			}
+		}
+	}()
+	for range 3 {
+		t0 := time.Now()
+		i.calls++
+		_, err := mod.ExportedFunction("spin").Call(ctx)
+		took := time.Since(t0)
+		if err == nil || !strings.Contains(err.Error(), ErrDeadline.Error()) || i.fired.Load() == nil {
+			t.Fatalf("spin: %v", err)
+		}
+		if took < timeout || took > timeout+100*time.Millisecond {
+			t.Fatalf("stopped after %v, want %v..%v", took, timeout, timeout+100*time.Millisecond)
+		}
+		t.Logf("a %v deadline stopped the call after %v", timeout, took)
+		i.fired.Store(nil)
 	}
-	time.Sleep(3 * timeout) // an idle instance is never interrupted
-	if idle.fired.Load() != nil {
-		t.Fatal("idle instance interrupted")
-	}
-	for range 20 { // nor are many short calls
-		idle.calls.Add(1)
-		time.Sleep(timeout / 10)
-		idle.calls.Add(1)
-	}
-	if idle.fired.Load() != nil {
-		t.Fatal("short calls interrupted")
-	}
-	w.remove(idle)
-
-	i := &Instance{stop: g}
-	if err := w.add(i); err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Now()
-	i.calls.Add(1)
-	_, err := mod.ExportedFunction("spin").Call(context.Background())
-	i.calls.Add(1)
-	took := time.Since(t0)
-	if err == nil || i.fired.Load() == nil || !errors.Is(*i.fired.Load(), ErrDeadline) {
-		t.Fatalf("spin: %v, fired %v", err, i.fired.Load())
-	}
-	if took < timeout || took > timeout*5/4+50*time.Millisecond {
-		t.Fatalf("stopped after %v, want %v..%v", took, timeout, timeout*5/4)
-	}
-	t.Logf("a %v deadline stopped the call after %v", timeout, took)
 }
 
 // TestInstrumentModule: in the real module every loop starts with the test,
@@ -178,8 +197,8 @@ func countLoops(t *testing.T, m []byte, check int) int {
 			if op == 0x03 {
 				if check >= 0 {
 					rest := f.b[f.i:]
-					if len(rest) < 2 || rest[0] != 0x23 || !bytes.Contains(rest[:min(len(rest), 10)], []byte{0x04, 0x40, 0x00, 0x0b}) {
-						t.Fatalf("loop at %d without the test: % x", f.i, rest[:min(len(rest), 10)])
+					if len(rest) < 2 || rest[0] != 0x23 || !bytes.Contains(rest[:min(len(rest), 24)], []byte{0x4c, 0x04, 0x40, 0x10}) {
+						t.Fatalf("loop at %d without the test: % x", f.i, rest[:min(len(rest), 24)])
 					}
 				}
 				n++

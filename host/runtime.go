@@ -53,9 +53,8 @@ type RuntimeConfig struct {
 	MemoryLimitPages uint32
 	// CallTimeout is the deadline of every call into the module (0:
 	// DefaultCallTimeout). A call that overruns it is stopped where it is
-	// (between CallTimeout and 1.25×CallTimeout after it started) and its
-	// instance closed, like a trap. The module is instrumented at load to
-	// make that cheap (interrupt.go).
+	// (within a few hundred µs) and its instance closed, like a trap. The
+	// module is instrumented at load to make that cheap (interrupt.go).
 	CallTimeout time.Duration
 	// Logger receives the runtime's and its instances' logs (nil:
 	// slog.Default()).
@@ -72,7 +71,6 @@ type Runtime struct {
 	wr       wazero.Runtime
 	compiled wazero.CompiledModule
 	hd       bool // the module imports the "electcore" host functions
-	watch    *watchdog
 	closeMu  sync.Mutex
 	closed   bool
 }
@@ -163,7 +161,7 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	if cfg.CacheDir == "" {
 		cfg.CacheDir = DefaultCacheDir()
 	}
-	r := &Runtime{cfg: cfg, logger: cfg.Logger, watch: newWatchdog(cfg.CallTimeout)}
+	r := &Runtime{cfg: cfg, logger: cfg.Logger}
 	wasmBytes := cfg.Wasm
 	if wasmBytes == nil {
 		r.path = ResolveWasmPath(cfg.WasmPath)
@@ -272,6 +270,14 @@ func (r *Runtime) importFunc(mod, name string) api.GoModuleFunction {
 	case "electcore":
 		r.hd = true
 		return hostDrivenImport(name)
+	case checkModule:
+		if name == checkName {
+			return api.GoModuleFunc(func(ctx context.Context, _ api.Module, _ []uint64) {
+				if i, ok := ctx.Value(instanceKey{}).(*Instance); ok {
+					i.check()
+				}
+			})
+		}
 	}
 	return nil
 }
@@ -284,6 +290,5 @@ func (r *Runtime) Close(ctx context.Context) error {
 		return nil
 	}
 	r.closed = true
-	r.watch.close()
 	return r.wr.Close(ctx)
 }
