@@ -57,8 +57,9 @@ vet:
 	GOOS=wasip1 GOARCH=wasm $(GO) vet $(WASM_PKGS)
 	GOOS=wasip1 GOARCH=wasm $(GO) vet -tags electcore_hostdriven $(WASM_PKGS)
 
-test-go:
-	$(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(NATIVE_PKGS)
+# The Go tests load the module just built (internal/testwasm honours it).
+test-go: wasm
+	ELECTCORE_WASM=$(CURDIR)/$(WASM) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(NATIVE_PKGS)
 
 # Hook for the Node example (a non-Go agent loading electcore.wasm): runs only
 # once examples/node has a package.json. .ci/run installs its dependencies.

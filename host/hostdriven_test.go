@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/testwasm"
 )
 
 // TestHostDriven drives the host-driven build the way a skill runner would:
@@ -13,7 +14,7 @@ import (
 // hd_tick; three such nodes elect one leader, persisting before publishing.
 func TestHostDriven(t *testing.T) {
 	ctx := context.Background()
-	r, err := NewRuntime(ctx, RuntimeConfig{WasmPath: hostDrivenWasm(t), CacheDir: testCacheDir(), Logger: quietLogger()})
+	r, err := NewRuntime(ctx, RuntimeConfig{WasmPath: testwasm.HostDriven(t), CacheDir: testCacheDir(), Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,72 +6,27 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/electcore/electcore/internal/testwasm"
 )
 
-// The module under test: $ELECTCORE_WASM if set, else built once per test
-// process into a temporary directory (so `go test ./...` works without a
-// prebuilt module; `make test` may prebuild it and set ELECTCORE_WASM).
-var (
-	testWasm string
-	tmpDir   string
-)
+// testWasm is the module under test (see internal/testwasm).
+var testWasm string
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
 func run(m *testing.M) int {
+	defer testwasm.Cleanup()
 	var err error
-	tmpDir, err = os.MkdirTemp("", "electcore-host-test-")
-	if err != nil {
+	if testWasm, err = testwasm.Module(""); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(tmpDir)
-	if p := os.Getenv(EnvWasm); p != "" {
-		testWasm = p
-	} else {
-		testWasm = filepath.Join(tmpDir, "electcore.wasm")
-		if err := buildWasm(testWasm); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
 	return m.Run()
-}
-
-// buildWasm builds the module (with extra go build flags) into out, as
-// `make wasm` does (go run ./wasm/build).
-func buildWasm(out string, flags ...string) error {
-	args := append([]string{"run", "./wasm/build", "-o", out, "--"}, flags...)
-	cmd := exec.Command("go", args...)
-	cmd.Dir = ".."
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the wasm module: %v\n%s", err, b)
-	}
-	return nil
-}
-
-var (
-	hdOnce sync.Once
-	hdPath string
-	hdErr  error
-)
-
-// hostDrivenWasm builds the host-driven variant once.
-func hostDrivenWasm(t testing.TB) string {
-	hdOnce.Do(func() {
-		hdPath = filepath.Join(tmpDir, "electcore-hd.wasm")
-		hdErr = buildWasm(hdPath, "-tags=electcore_hostdriven")
-	})
-	if hdErr != nil {
-		t.Fatal(hdErr)
-	}
-	return hdPath
 }
 
 var (

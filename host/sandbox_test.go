@@ -5,13 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/testwasm"
 )
 
 // The sandbox: an instance may run out of its memory limit, overrun its call
@@ -131,8 +131,8 @@ func TestSandboxDeadline(t *testing.T) {
 
 func TestSandboxTrappingModule(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(tmpDir, "electcore-traptest.wasm")
-	if err := buildWasm(path, "-tags=electcore_traptest"); err != nil {
+	path, err := testwasm.Module(testwasm.TrapTestTag)
+	if err != nil {
 		t.Fatal(err)
 	}
 	r, err := NewRuntime(ctx, RuntimeConfig{WasmPath: path, CacheDir: testCacheDir(), Logger: discardLogger()})

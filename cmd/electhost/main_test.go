@@ -16,11 +16,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/electcore/electcore/internal/testwasm"
 )
 
 // The e2e tests run the real binary, built once here, against a real embedded
-// NATS server and the pilotctl stand-in. The binary's electcore.wasm is the
-// repo root's (make wasm) or, if missing, one built here.
+// NATS server and the pilotctl stand-in. Their electcore.wasm comes from
+// internal/testwasm ($ELECTCORE_WASM, which make test sets, or a fresh build).
 // raceBuild is set by race_test.go under go test -race.
 var raceBuild bool
 
@@ -46,6 +48,7 @@ func TestMain(m *testing.M) {
 	}
 	buildErr = build(dir)
 	code := m.Run()
+	testwasm.Cleanup()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -60,18 +63,9 @@ func build(dir string) error {
 	if out, err := exec.Command(goBin, append(args, ".")...).CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)
 	}
-	wasmPath, _ = filepath.Abs(filepath.Join("..", "..", "electcore.wasm"))
-	if _, err := os.Stat(wasmPath); err == nil {
-		return nil
-	}
-	wasmPath = filepath.Join(dir, "electcore.wasm")
-	cmd := exec.Command(goBin, "build", "-buildmode=c-shared", "-ldflags=-s -w", "-o", wasmPath, "./wasm")
-	cmd.Dir = filepath.Join("..", "..")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building electcore.wasm: %v\n%s", err, out)
-	}
-	return nil
+	var err error
+	wasmPath, err = testwasm.Module("")
+	return err
 }
 
 func needBinary(t *testing.T) {

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electcore/electcore/examples/internal/testwasm"
 	"github.com/electcore/electcore/hostfuncs/natstest"
+	"github.com/electcore/electcore/internal/testwasm"
 )
 
 func TestMain(m *testing.M) {

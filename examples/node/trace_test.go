@@ -19,8 +19,8 @@ import (
 	"testing"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/examples/internal/testwasm"
 	"github.com/electcore/electcore/host"
+	"github.com/electcore/electcore/internal/testwasm"
 	"github.com/tinylib/msgp/msgp"
 )
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/examples/internal/testwasm"
 	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/internal/testwasm"
 	"github.com/tetratelabs/wazero"
 )
 

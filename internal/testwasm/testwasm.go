@@ -1,0 +1,105 @@
+// Package testwasm gives tests the electcore.wasm module: $ELECTCORE_WASM if
+// set (the plain build; `make test` sets it to the module it just built), else
+// a fresh build with ./wasm/build — what `make wasm` runs — into a temporary
+// directory, once per test process and build flavour, so `go test ./...`
+// never runs a stale module.
+package testwasm
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+// Build tags of the module's other flavours.
+const (
+	HostDrivenTag = "electcore_hostdriven" // the host-driven mode (wasm/hostdriven.go)
+	TrapTestTag   = "electcore_traptest"   // test-only exports that trap (wasm/traptest.go)
+)
+
+// RepoRoot is the module root (the directory of go.mod).
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+var (
+	mu    sync.Mutex
+	built = map[string]string{}
+	dir   string
+)
+
+// Path returns the plain module (Extism and raw exports).
+func Path(t testing.TB) string { return must(t, "") }
+
+// HostDriven returns the host-driven build.
+func HostDriven(t testing.TB) string { return must(t, HostDrivenTag) }
+
+func must(t testing.TB, tag string) string {
+	t.Helper()
+	p, err := Module(tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Module returns the module built with the build tag tag ("" for the plain
+// one), building it on first use. For TestMain, which has no testing.TB.
+func Module(tag string) (string, error) {
+	if p := os.Getenv("ELECTCORE_WASM"); p != "" && tag == "" {
+		return p, nil
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if p, ok := built[tag]; ok {
+		return p, nil
+	}
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "electcore-test-wasm-"); err != nil {
+			return "", err
+		}
+	}
+	out := filepath.Join(dir, "electcore.wasm")
+	args := []string{"run", "./wasm/build", "-o"}
+	if tag != "" {
+		out = filepath.Join(dir, "electcore-"+tag+".wasm")
+		args = append(args, out, "--", "-tags="+tag)
+	} else {
+		args = append(args, out)
+	}
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), args...)
+	cmd.Dir = RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building electcore.wasm (tag %q): %v\n%s", tag, err, b)
+	}
+	built[tag] = out
+	return out, nil
+}
+
+// BuildBinary builds the Go package pkg (relative to the repo root, e.g.
+// "./cmd/electhost") into a temporary directory and returns the binary.
+func BuildBinary(t testing.TB, pkg string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", out, pkg)
+	cmd.Dir = RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+// Cleanup removes the built modules; call it from TestMain after m.Run.
+func Cleanup() {
+	mu.Lock()
+	defer mu.Unlock()
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+}
