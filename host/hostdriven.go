@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -116,4 +117,24 @@ func (i *Instance) HD(name string, in []byte, args ...uint64) (int64, error) {
 		return 0, err
 	}
 	return int64(r), nil
+}
+
+// HDStatus returns the JSON status of group from a host-driven module
+// (hd_status; keys as core.Status's msgp tags). See wasm/ABI.md.
+func (i *Instance) HDStatus(group string) ([]byte, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	f := i.mod.ExportedFunction("hd_status")
+	if f == nil {
+		return nil, fmt.Errorf("host: module has no export %q (build it with -tags electcore_hostdriven)", "hd_status")
+	}
+	if err := i.write("hd_status", []byte(group)); err != nil {
+		return nil, err
+	}
+	r, err := i.call("hd_status", f, uint64(len(group)))
+	if err != nil {
+		return nil, err
+	}
+	b, err := i.result("hd_status", r)
+	return bytes.Clone(b), err
 }

@@ -112,6 +112,31 @@ func TestHostDriven(t *testing.T) {
 		t.Fatalf("leaders %v", leaders)
 	}
 	for i, n := range nodes {
+		b, err := n.inst.HDStatus("hg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct {
+			ID      string `json:"id"`
+			Role    string `json:"role"`
+			Leader  string `json:"leader"`
+			Term    uint64 `json:"term"`
+			Members []struct {
+				ID string `json:"id"`
+			} `json:"members"`
+		}
+		if err := json.Unmarshal(b, &st); err != nil {
+			t.Fatalf("hd_status %s: %v", b, err)
+		}
+		if st.ID != ids[i] || st.Term == 0 || len(st.Members) != len(ids) ||
+			(st.Role == "leader") != (st.Leader == ids[i]) {
+			t.Fatalf("hd_status of %s: %s", ids[i], b)
+		}
+	}
+	if _, err := nodes[0].inst.HDStatus("nope"); err == nil {
+		t.Fatal("hd_status of a group not joined: no error")
+	}
+	for i, n := range nodes {
 		var st core.GroupState
 		if _, err := st.UnmarshalMsg(n.persisted["hg"]); err != nil || st.Term == 0 {
 			t.Fatalf("%s persisted %+v %v", ids[i], st, err)

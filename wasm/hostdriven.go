@@ -10,7 +10,6 @@ package main
 // functions no longer loads unchanged in an Extism SDK (see ABI.md).
 
 import (
-	"encoding/json"
 	"runtime"
 	"unsafe"
 
@@ -44,16 +43,6 @@ func saddr(s string) uint32 {
 
 var stateBuf, eventBuf []byte
 
-// hdEvent is the JSON shape handed to the imported event().
-type hdEvent struct {
-	Kind       string `json:"kind"`
-	Group      string `json:"group"`
-	Term       uint64 `json:"term"`
-	Leader     string `json:"leader,omitempty"`
-	LeaseUntil int64  `json:"lease_until,omitempty"`
-	Reason     string `json:"reason,omitempty"`
-}
-
 // hdRun steps the engine with in (Now read from the host) and applies the
 // output through the imports. It returns the delay (ms) until hd_tick is due,
 // noTimer if no group has a timer, or a negative error code.
@@ -85,12 +74,7 @@ func hdRun(fill func() error) int64 {
 			runtime.KeepAlive(m)
 		}
 		for _, ev := range out.Events {
-			var err error
-			eventBuf, err = json.Marshal(hdEvent{Kind: ev.Kind.String(), Group: ev.Group, Term: ev.Term,
-				Leader: ev.Leader, LeaseUntil: ev.LeaseUntil, Reason: ev.Reason})
-			if err != nil {
-				return fail(errEncode, "encode event: %v", err)
-			}
+			eventBuf = appendEvent(eventBuf[:0], &ev)
 			hostEvent(addr(eventBuf), uint32(len(eventBuf)))
 		}
 		delay = noTimer
@@ -201,8 +185,8 @@ func hdStatus(n uint32) int64 {
 		if !ok {
 			return fail(errNotFound, "group %q not joined", b)
 		}
-		outBuf, err = json.Marshal(st)
-		return err
+		outBuf = appendStatus(outBuf[:0], &st)
+		return nil
 	})
 	if err != nil {
 		return setError(err)
