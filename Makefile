@@ -61,15 +61,10 @@ vet:
 test-go: wasm
 	ELECTCORE_WASM=$(CURDIR)/$(WASM) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(NATIVE_PKGS)
 
-# Hook for the Node example (a non-Go agent loading electcore.wasm): runs only
-# once examples/node has a package.json. .ci/run installs its dependencies.
+# The Node example (a non-Go agent on electcore.wasm) and the mixed Go/Node
+# swarm; its dependencies come from the committed lockfile.
 test-node: wasm
-	@if [ -f $(NODE_DIR)/package.json ]; then \
-		echo "cd $(NODE_DIR) && npm test"; \
-		cd $(NODE_DIR) && npm test; \
-	else \
-		echo "test-node: no $(NODE_DIR)/package.json yet, skipped"; \
-	fi
+	cd $(NODE_DIR) && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm test
 
 demo: wasm
 	$(GO) run ./cmd/electhost demo
