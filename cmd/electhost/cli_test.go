@@ -107,7 +107,8 @@ func TestSimCommand(t *testing.T) {
 	}
 	var rep struct {
 		Seeds      int   `json:"seeds"`
-		Violations []any `json:"violations"`
+		Violations int   `json:"violations"`
+		List       []any `json:"violation_list"`
 		FailoverMs struct {
 			N   int   `json:"n"`
 			P50 int64 `json:"p50"`
@@ -122,7 +123,7 @@ func TestSimCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("sim --json: %v\n%s", err, stdout)
 	}
-	if rep.Seeds != 10 || rep.Violations == nil || rep.FailoverMs.N == 0 || rep.FailoverMs.P50 <= 0 ||
+	if rep.Seeds != 10 || rep.Violations != 0 || rep.List == nil || rep.FailoverMs.N == 0 || rep.FailoverMs.P50 <= 0 ||
 		rep.FailoverMs.P99 < rep.FailoverMs.P50 || rep.FailoverMs.Max < rep.FailoverMs.P99 || rep.PublishesPerElection.Mean <= 0 {
 		t.Fatalf("implausible report: %+v\n%s", rep, stdout)
 	}

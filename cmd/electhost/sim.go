@@ -78,7 +78,8 @@ type simReport struct {
 	FirstSeed            uint64          `json:"first_seed"`
 	Seeds                int             `json:"seeds"`
 	Runs                 int             `json:"runs"`
-	Violations           []sim.Violation `json:"violations"`
+	ViolationCount       int             `json:"violations"`          // 0 unless an invariant broke
+	Violations           []sim.Violation `json:"violation_list"`      // each with its seed and a trace excerpt
 	FailoverMs           statsJSON       `json:"failover_ms"`         // crash → every live node knows the new leader
 	FailoverElectedMs    statsJSON       `json:"failover_elected_ms"` // crash → a new leader elected
 	PublishesPerElection statsJSON       `json:"publishes_per_election"`
@@ -243,6 +244,7 @@ func (o *simOptions) run(stdout, stderr io.Writer) error {
 	}
 	rep.TraceHash = strings.Join(hashes, "+")
 	rep.ElapsedMs = time.Since(start).Milliseconds()
+	rep.ViolationCount = len(rep.Violations)
 	if o.jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
