@@ -148,6 +148,17 @@ func (g *group) stepDown(e *Engine, reason string) {
 	}
 }
 
+// enterTerm moves to the later term t as a follower that knows no leader
+// yet: whoever sees a higher term reverts to follower (§5.1).
+func (g *group) enterTerm(e *Engine, t uint64) {
+	if g.role == RoleLeader {
+		g.stepDown(e, "a higher term began")
+	}
+	g.setTerm(t)
+	g.role = RoleFollower
+	g.setLeader(e, "", 0)
+}
+
 // setLeader records the known leader and reports a change.
 func (g *group) setLeader(e *Engine, id string, term uint64) {
 	if id == g.leader && term == g.leaderTerm {
@@ -209,12 +220,7 @@ func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
 		return ""                                        // answered, not refused: the reply carries our term (§5.1)
 	}
 	if m.Term > g.term {
-		if g.role == RoleLeader {
-			g.stepDown(e, "a higher term began")
-		}
-		g.setTerm(m.Term)
-		g.role = RoleFollower
-		g.setLeader(e, "", 0)
+		g.enterTerm(e, m.Term)
 	}
 	grant := g.vote == "" || g.vote == m.Candidate
 	if grant {
@@ -243,21 +249,12 @@ func (g *group) sendVote(e *Engine, candidate string, term uint64, pre, granted 
 func (g *group) onVote(e *Engine, m *wireMsg) string {
 	if !m.Pre && m.Term > g.term {
 		if !m.Granted || m.Candidate != g.cfg.ID {
-			// A member is in a later term: ours is over (§5.1).
-			if g.role == RoleLeader {
-				g.stepDown(e, "a higher term began")
-			}
-			g.setTerm(m.Term)
-			g.role = RoleFollower
-			g.setLeader(e, "", 0)
+			g.enterTerm(e, m.Term) // a member is in a later term: ours is over (§5.1)
 			return ""
 		}
 		// A vote for us in a term we have not started: a leader handed over
 		// to us and its followers voted before its resign reached us.
-		if g.role == RoleLeader {
-			g.stepDown(e, "a higher term began")
-		}
-		g.setTerm(m.Term)
+		g.enterTerm(e, m.Term)
 		g.vote, g.dirty = g.cfg.ID, true
 		g.startHandoffCandidacy(e)
 	}
@@ -332,12 +329,7 @@ func (g *group) sendAck(e *Engine, leader string, term, seq uint64) {
 
 func (g *group) onAck(e *Engine, m *wireMsg) string {
 	if m.Term > g.term {
-		if g.role == RoleLeader {
-			g.stepDown(e, "a higher term began")
-		}
-		g.setTerm(m.Term)
-		g.role = RoleFollower
-		g.setLeader(e, "", 0)
+		g.enterTerm(e, m.Term)
 		return ""
 	}
 	if g.role != RoleLeader || m.Leader != g.cfg.ID || m.Term != g.term || m.Seq > g.seq {
