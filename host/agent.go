@@ -127,7 +127,7 @@ func (r *Runtime) NewAgent(ctx context.Context, cfg AgentConfig) (*Agent, error)
 	if cfg.Store != nil {
 		a.store = cfg.Store
 	} else {
-		a.store = &memStore{m: map[string][]byte{}}
+		a.store = hostfuncs.NewMemStateStore()
 	}
 	if a.cfg.PublishTimeout <= 0 {
 		a.cfg.PublishTimeout = 5 * time.Second

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/hostfuncs"
@@ -22,29 +21,6 @@ func StateName(id, group string) string {
 type stateStore interface {
 	Save(name string, data []byte) error
 	Load(name string) ([]byte, error)
-}
-
-// memStore is the in-memory store used when AgentConfig.Store is nil.
-type memStore struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-func (s *memStore) Save(name string, data []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.m[name] = append([]byte(nil), data...)
-	return nil
-}
-
-func (s *memStore) Load(name string) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.m[name]
-	if !ok {
-		return nil, fmt.Errorf("state %q: %w", name, hostfuncs.ErrNotFound)
-	}
-	return append([]byte(nil), b...), nil
 }
 
 // ErrStateUnusable wraps a persisted state that exists but cannot be used

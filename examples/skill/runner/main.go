@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	start := func(id string, members []string, tr hostfuncs.Transport) (*Runner, error) {
-		var store Store = newMemStore()
+		var store Store = hostfuncs.NewMemStateStore()
 		if fs.stateDir != "" {
 			s, err := hostfuncs.OpenStateStore(fs.stateDir + "/" + id)
 			if err != nil {
@@ -122,28 +122,4 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		<-r.Done()
 	}
 	return nil
-}
-
-// memStore keeps state in memory (demos and tests only).
-type memStore struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-func newMemStore() *memStore { return &memStore{m: map[string][]byte{}} }
-
-func (s *memStore) Save(name string, data []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.m[name] = append([]byte(nil), data...)
-	return nil
-}
-
-func (s *memStore) Load(name string) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if b, ok := s.m[name]; ok {
-		return b, nil
-	}
-	return nil, hostfuncs.ErrNotFound
 }

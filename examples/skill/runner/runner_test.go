@@ -81,7 +81,7 @@ func TestGrants(t *testing.T) {
 type checkedBus struct {
 	hostfuncs.Transport
 	t     *testing.T
-	store *memStore
+	store *hostfuncs.MemStateStore
 	name  string
 }
 
@@ -117,7 +117,7 @@ func TestElection(t *testing.T) {
 	for _, id := range ids {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancels[id] = cancel
-		store := newMemStore()
+		store := hostfuncs.NewMemStateStore()
 		tr := &checkedBus{Transport: bus.Transport(id), t: t, store: store, name: stateName(id, "g")}
 		r, err := m.Start(ctx, core.Config{ID: id, Group: "g", Members: ids, HeartbeatMs: 50, ElectionTimeoutMs: 300}, Options{
 			Transport: tr, Store: store,
