@@ -213,6 +213,13 @@ func TestE2EAuth(t *testing.T) {
 		if got := s.Rejected - rejected[id]; got < want {
 			t.Errorf("%s refused %d messages, want at least %d", id, got, want)
 		}
+		// /status splits the refusals: the bogus signatures everywhere, the
+		// replayed heartbeats wherever they are not the receiver's own, the
+		// seed-format claim wherever it is not in the receiver's name.
+		if s.Auth == nil || s.Auth.Mode != "ed25519" || s.Auth.Forged == 0 ||
+			(id != leader && s.Auth.Replayed == 0) || (id != follower && s.Auth.Unsigned == 0) {
+			t.Errorf("%s: /status auth %+v, want ed25519 with the refusals counted by reason", id, s.Auth)
+		}
 	}
 	// And after an election timeout, nothing has changed either.
 	time.Sleep(c.et)

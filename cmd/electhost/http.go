@@ -25,7 +25,16 @@ type statusJSON struct {
 	Elections        uint64         `json:"elections"`
 	Received         uint64         `json:"received"`
 	Rejected         uint64         `json:"rejected"`
+	Auth             *authJSON      `json:"auth,omitempty"` // with --auth: the refusals by reason (all in rejected)
 	LeaderCommand    *leaderCmdJSON `json:"leader_command,omitempty"`
+}
+
+type authJSON struct {
+	Mode     string `json:"mode"`
+	Epoch    uint64 `json:"epoch"`
+	Unsigned uint64 `json:"unsigned"`
+	Forged   uint64 `json:"forged"`
+	Replayed uint64 `json:"replayed"`
 }
 
 type memberJSON struct {
@@ -46,6 +55,9 @@ func toStatusJSON(cs core.Status, now int64, lead *leadership) statusJSON {
 		Term: cs.Term, Vote: cs.Vote, Priority: cs.Priority,
 		Elections: cs.Elections, Received: cs.Received, Rejected: cs.Rejected,
 		Members: make([]memberJSON, 0, len(cs.Members)),
+	}
+	if cs.Auth != "" && cs.Auth != core.AuthOff {
+		s.Auth = &authJSON{Mode: string(cs.Auth), Epoch: cs.Epoch, Unsigned: cs.Unsigned, Forged: cs.Forged, Replayed: cs.Replayed}
 	}
 	if cs.Role == core.RoleLeader && cs.LeaseUntil > now {
 		s.LeaseRemainingMs = cs.LeaseUntil - now
