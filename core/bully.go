@@ -137,7 +137,12 @@ func (g *group) onResignBully(e *Engine, m *wireMsg) {
 		g.lastLeaderContact = now - g.cfg.ElectionTimeoutMs
 		g.resetElectionTimer(now - g.cfg.ElectionTimeoutMs) // campaign at once, best first
 	default:
-		g.lastLeaderContact = now
-		g.resetElectionTimer(now) // the successor announces itself
+		// The successor announces itself within a message delay. Bully
+		// followers never speak, so the leader named the best member it ever
+		// heard, which may be gone: wait two collect windows for its claim,
+		// not a whole election timeout, then campaign, best first.
+		wait := 2 * g.cfg.CollectMs
+		g.lastLeaderContact = now - g.cfg.ElectionTimeoutMs + wait
+		g.resetElectionTimer(g.lastLeaderContact)
 	}
 }

@@ -183,12 +183,14 @@ func (g *group) resetElectionTimer(now int64) {
 }
 
 // bestSuccessor is the highest-ranked member other than this one heard from
-// within an election timeout, or "".
+// within an election timeout (in bully mode, where followers never speak
+// after an election: ever heard), or "".
 func (g *group) bestSuccessor(now int64) string {
 	var best *member
 	for i := range g.members {
 		m := &g.members[i]
-		if m.id == g.cfg.ID || !m.heardOnce || now-m.lastHeard >= g.cfg.ElectionTimeoutMs {
+		if m.id == g.cfg.ID || !m.heardOnce ||
+			g.cfg.Mode == ModeQuorum && now-m.lastHeard >= g.cfg.ElectionTimeoutMs {
 			continue
 		}
 		if best == nil || outranks(m.priority, m.id, best.priority, best.id) {
