@@ -59,7 +59,7 @@ func (r *recorder) isLeading() bool {
 
 type testAgent struct {
 	id  string
-	tr  *hostfuncs.MemTransport
+	tr  hostfuncs.Transport
 	ag  *Agent
 	el  *Election
 	rec *recorder
@@ -71,17 +71,25 @@ func fastConfig(id, group string, members []string) core.Config {
 }
 
 func startAgents(t *testing.T, bus *hostfuncs.MemBus, ids []string, group string) []*testAgent {
+	return startAgentsOn(t, func(id string) hostfuncs.Transport { return bus.Transport(id) }, ids, fastConfig("", group, ids))
+}
+
+// startAgentsOn starts an agent per id, each on its own transport, in the
+// group of cfg (ID set per agent).
+func startAgentsOn(t *testing.T, transport func(id string) hostfuncs.Transport, ids []string, cfg core.Config) []*testAgent {
 	t.Helper()
 	ctx := context.Background()
 	r := testRuntime(t)
 	var tas []*testAgent
 	for _, id := range ids {
-		ta := &testAgent{id: id, tr: bus.Transport(id), rec: &recorder{id: id, leading: map[uint64]bool{}}}
+		ta := &testAgent{id: id, tr: transport(id), rec: &recorder{id: id, leading: map[uint64]bool{}}}
 		var err error
-		if ta.ag, err = r.NewAgent(ctx, AgentConfig{Transport: ta.tr}); err != nil {
+		if ta.ag, err = r.NewAgent(ctx, AgentConfig{Transport: ta.tr, Logger: discardLogger()}); err != nil {
 			t.Fatal(err)
 		}
-		if ta.el, err = ta.ag.Join(ctx, fastConfig(id, group, ids), ta.rec.callbacks()); err != nil {
+		c := cfg
+		c.ID = id
+		if ta.el, err = ta.ag.Join(ctx, c, ta.rec.callbacks()); err != nil {
 			t.Fatal(err)
 		}
 		tas = append(tas, ta)
