@@ -1,6 +1,7 @@
 package core
 
 //go:generate go tool msgp -io=false -tests=true
+//msgp:clearomitted
 
 // Input is one batch handed to Engine.Step.
 type Input struct {
@@ -10,13 +11,13 @@ type Input struct {
 	// Wall is the wall clock in Unix milliseconds, used only to fill the seed
 	// format's informational "elected_at" and "timestamp" fields; 0 omits
 	// them. Timing never depends on it, so wall-clock jumps are harmless.
-	Wall int64 `msg:"wall"`
+	Wall int64 `msg:"wall,omitempty"`
 	// Join adds groups (or restarts them from persisted state).
-	Join []GroupSpec `msg:"join"`
+	Join Joins `msg:"join,omitzero"`
 	// Inbound are payloads received on the bus, in arrival order.
-	Inbound []Message `msg:"in"`
+	Inbound Messages `msg:"in,omitzero"`
 	// Commands are the application's requests, applied after Inbound.
-	Commands []Command `msg:"cmd"`
+	Commands Commands `msg:"cmd,omitzero"`
 }
 
 // Message is one payload on a bus topic.
@@ -85,12 +86,12 @@ type Command struct {
 // Output is what one Step produced, to be applied in field order: persist,
 // publish, act on events, and wake the engine at WakeAt.
 type Output struct {
-	Persist   []GroupState `msg:"persist"`
-	Publishes []Message    `msg:"pub"`
-	Events    []Event      `msg:"ev"`
+	Persist   States   `msg:"persist,omitzero"`
+	Publishes Messages `msg:"pub,omitzero"`
+	Events    Events   `msg:"ev,omitzero"`
 	// WakeAt is the monotonic time (ms) by which Step must be called again;
 	// 0 when no group has a timer.
-	WakeAt int64 `msg:"wake"`
+	WakeAt int64 `msg:"wake,omitempty"`
 }
 
 // Reset empties o for reuse, keeping its capacity.
@@ -212,3 +213,20 @@ type MemberStatus struct {
 	Priority  uint32 `msg:"priority"`
 	LastHeard int64  `msg:"last_heard"`
 }
+
+// The lists of a batch. An empty list, nil or not, is left out of the msgp
+// encoding (omitzero calls IsZero), so a batch's bytes never depend on
+// whether a host reuses its buffers, and an idle batch is a few bytes.
+type (
+	Joins    []GroupSpec
+	Messages []Message
+	Commands []Command
+	States   []GroupState
+	Events   []Event
+)
+
+func (l Joins) IsZero() bool    { return len(l) == 0 }
+func (l Messages) IsZero() bool { return len(l) == 0 }
+func (l Commands) IsZero() bool { return len(l) == 0 }
+func (l States) IsZero() bool   { return len(l) == 0 }
+func (l Events) IsZero() bool   { return len(l) == 0 }

@@ -109,6 +109,99 @@ func (z CommandKind) Msgsize() (s int) {
 }
 
 // MarshalMsg implements msgp.Marshaler
+func (z Commands) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	o = msgp.AppendArrayHeader(o, uint32(len(z)))
+	for za0001 := range z {
+		// map header, size 3
+		// string "k"
+		o = append(o, 0x83, 0xa1, 0x6b)
+		o = msgp.AppendUint8(o, uint8(z[za0001].Kind))
+		// string "g"
+		o = append(o, 0xa1, 0x67)
+		o = msgp.AppendString(o, z[za0001].Group)
+		// string "to"
+		o = append(o, 0xa2, 0x74, 0x6f)
+		o = msgp.AppendString(o, z[za0001].Target)
+	}
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *Commands) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var zb0002 uint32
+	zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if cap((*z)) >= int(zb0002) {
+		(*z) = (*z)[:zb0002]
+	} else {
+		(*z) = make(Commands, zb0002)
+	}
+	for zb0001 := range *z {
+		var field []byte
+		_ = field
+		var zb0003 uint32
+		zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, zb0001)
+			return
+		}
+		for zb0003 > 0 {
+			zb0003--
+			field, bts, err = msgp.ReadMapKeyZC(bts)
+			if err != nil {
+				err = msgp.WrapError(err, zb0001)
+				return
+			}
+			switch msgp.UnsafeString(field) {
+			case "k":
+				{
+					var zb0004 uint8
+					zb0004, bts, err = msgp.ReadUint8Bytes(bts)
+					if err != nil {
+						err = msgp.WrapError(err, zb0001, "Kind")
+						return
+					}
+					(*z)[zb0001].Kind = CommandKind(zb0004)
+				}
+			case "g":
+				(*z)[zb0001].Group, bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, zb0001, "Group")
+					return
+				}
+			case "to":
+				(*z)[zb0001].Target, bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, zb0001, "Target")
+					return
+				}
+			default:
+				bts, err = msgp.Skip(bts)
+				if err != nil {
+					err = msgp.WrapError(err, zb0001)
+					return
+				}
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z Commands) Msgsize() (s int) {
+	s = msgp.ArrayHeaderSize
+	for zb0005 := range z {
+		s += 1 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z[zb0005].Group) + 3 + msgp.StringPrefixSize + len(z[zb0005].Target)
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
 func (z *Event) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// map header, size 6
@@ -234,6 +327,53 @@ func (z *EventKind) UnmarshalMsg(bts []byte) (o []byte, err error) {
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z EventKind) Msgsize() (s int) {
 	s = msgp.Uint8Size
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z Events) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	o = msgp.AppendArrayHeader(o, uint32(len(z)))
+	for za0001 := range z {
+		o, err = z[za0001].MarshalMsg(o)
+		if err != nil {
+			err = msgp.WrapError(err, za0001)
+			return
+		}
+	}
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *Events) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var zb0002 uint32
+	zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if cap((*z)) >= int(zb0002) {
+		(*z) = (*z)[:zb0002]
+	} else {
+		(*z) = make(Events, zb0002)
+	}
+	for zb0001 := range *z {
+		bts, err = (*z)[zb0001].UnmarshalMsg(bts)
+		if err != nil {
+			err = msgp.WrapError(err, zb0001)
+			return
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z Events) Msgsize() (s int) {
+	s = msgp.ArrayHeaderSize
+	for zb0003 := range z {
+		s += z[zb0003].Msgsize()
+	}
 	return
 }
 
@@ -388,53 +528,91 @@ func (z *GroupState) Msgsize() (s int) {
 // MarshalMsg implements msgp.Marshaler
 func (z *Input) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 5
-	// string "now"
-	o = append(o, 0x85, 0xa3, 0x6e, 0x6f, 0x77)
-	o = msgp.AppendInt64(o, z.Now)
-	// string "wall"
-	o = append(o, 0xa4, 0x77, 0x61, 0x6c, 0x6c)
-	o = msgp.AppendInt64(o, z.Wall)
-	// string "join"
-	o = append(o, 0xa4, 0x6a, 0x6f, 0x69, 0x6e)
-	o = msgp.AppendArrayHeader(o, uint32(len(z.Join)))
-	for za0001 := range z.Join {
-		// map header, size 2
-		// string "config"
-		o = append(o, 0x82, 0xa6, 0x63, 0x6f, 0x6e, 0x66, 0x69, 0x67)
-		o, err = z.Join[za0001].Config.MarshalMsg(o)
-		if err != nil {
-			err = msgp.WrapError(err, "Join", za0001, "Config")
-			return
-		}
-		// string "state"
-		o = append(o, 0xa5, 0x73, 0x74, 0x61, 0x74, 0x65)
-		o, err = z.Join[za0001].State.MarshalMsg(o)
-		if err != nil {
-			err = msgp.WrapError(err, "Join", za0001, "State")
-			return
-		}
+	// check for omitted fields
+	zb0001Len := uint32(5)
+	var zb0001Mask uint8 /* 5 bits */
+	_ = zb0001Mask
+	if z.Wall == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x2
 	}
-	// string "in"
-	o = append(o, 0xa2, 0x69, 0x6e)
-	o = msgp.AppendArrayHeader(o, uint32(len(z.Inbound)))
-	for za0002 := range z.Inbound {
-		// map header, size 2
-		// string "t"
-		o = append(o, 0x82, 0xa1, 0x74)
-		o = msgp.AppendString(o, z.Inbound[za0002].Topic)
-		// string "p"
-		o = append(o, 0xa1, 0x70)
-		o = msgp.AppendBytes(o, z.Inbound[za0002].Payload)
+	if z.Join.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x4
 	}
-	// string "cmd"
-	o = append(o, 0xa3, 0x63, 0x6d, 0x64)
-	o = msgp.AppendArrayHeader(o, uint32(len(z.Commands)))
-	for za0003 := range z.Commands {
-		o, err = z.Commands[za0003].MarshalMsg(o)
-		if err != nil {
-			err = msgp.WrapError(err, "Commands", za0003)
-			return
+	if z.Inbound.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x8
+	}
+	if z.Commands.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x10
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		// string "now"
+		o = append(o, 0xa3, 0x6e, 0x6f, 0x77)
+		o = msgp.AppendInt64(o, z.Now)
+		if (zb0001Mask & 0x2) == 0 { // if not omitted
+			// string "wall"
+			o = append(o, 0xa4, 0x77, 0x61, 0x6c, 0x6c)
+			o = msgp.AppendInt64(o, z.Wall)
+		}
+		if (zb0001Mask & 0x4) == 0 { // if not omitted
+			// string "join"
+			o = append(o, 0xa4, 0x6a, 0x6f, 0x69, 0x6e)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.Join)))
+			for za0001 := range z.Join {
+				// map header, size 2
+				// string "config"
+				o = append(o, 0x82, 0xa6, 0x63, 0x6f, 0x6e, 0x66, 0x69, 0x67)
+				o, err = z.Join[za0001].Config.MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Join", za0001, "Config")
+					return
+				}
+				// string "state"
+				o = append(o, 0xa5, 0x73, 0x74, 0x61, 0x74, 0x65)
+				o, err = z.Join[za0001].State.MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Join", za0001, "State")
+					return
+				}
+			}
+		}
+		if (zb0001Mask & 0x8) == 0 { // if not omitted
+			// string "in"
+			o = append(o, 0xa2, 0x69, 0x6e)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.Inbound)))
+			for za0002 := range z.Inbound {
+				// map header, size 2
+				// string "t"
+				o = append(o, 0x82, 0xa1, 0x74)
+				o = msgp.AppendString(o, z.Inbound[za0002].Topic)
+				// string "p"
+				o = append(o, 0xa1, 0x70)
+				o = msgp.AppendBytes(o, z.Inbound[za0002].Payload)
+			}
+		}
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
+			// string "cmd"
+			o = append(o, 0xa3, 0x63, 0x6d, 0x64)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.Commands)))
+			for za0003 := range z.Commands {
+				// map header, size 3
+				// string "k"
+				o = append(o, 0x83, 0xa1, 0x6b)
+				o = msgp.AppendUint8(o, uint8(z.Commands[za0003].Kind))
+				// string "g"
+				o = append(o, 0xa1, 0x67)
+				o = msgp.AppendString(o, z.Commands[za0003].Group)
+				// string "to"
+				o = append(o, 0xa2, 0x74, 0x6f)
+				o = msgp.AppendString(o, z.Commands[za0003].Target)
+			}
 		}
 	}
 	return
@@ -450,6 +628,8 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	var zb0001Mask uint8 /* 4 bits */
+	_ = zb0001Mask
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -470,6 +650,7 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Wall")
 				return
 			}
+			zb0001Mask |= 0x1
 		case "join":
 			var zb0002 uint32
 			zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
@@ -480,7 +661,7 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			if cap(z.Join) >= int(zb0002) {
 				z.Join = (z.Join)[:zb0002]
 			} else {
-				z.Join = make([]GroupSpec, zb0002)
+				z.Join = make(Joins, zb0002)
 			}
 			for za0001 := range z.Join {
 				var zb0003 uint32
@@ -518,6 +699,7 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					}
 				}
 			}
+			zb0001Mask |= 0x2
 		case "in":
 			var zb0004 uint32
 			zb0004, bts, err = msgp.ReadArrayHeaderBytes(bts)
@@ -528,7 +710,7 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			if cap(z.Inbound) >= int(zb0004) {
 				z.Inbound = (z.Inbound)[:zb0004]
 			} else {
-				z.Inbound = make([]Message, zb0004)
+				z.Inbound = make(Messages, zb0004)
 			}
 			for za0002 := range z.Inbound {
 				var zb0005 uint32
@@ -566,6 +748,7 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					}
 				}
 			}
+			zb0001Mask |= 0x4
 		case "cmd":
 			var zb0006 uint32
 			zb0006, bts, err = msgp.ReadArrayHeaderBytes(bts)
@@ -576,21 +759,76 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			if cap(z.Commands) >= int(zb0006) {
 				z.Commands = (z.Commands)[:zb0006]
 			} else {
-				z.Commands = make([]Command, zb0006)
+				z.Commands = make(Commands, zb0006)
 			}
 			for za0003 := range z.Commands {
-				bts, err = z.Commands[za0003].UnmarshalMsg(bts)
+				var zb0007 uint32
+				zb0007, bts, err = msgp.ReadMapHeaderBytes(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "Commands", za0003)
 					return
 				}
+				for zb0007 > 0 {
+					zb0007--
+					field, bts, err = msgp.ReadMapKeyZC(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "Commands", za0003)
+						return
+					}
+					switch msgp.UnsafeString(field) {
+					case "k":
+						{
+							var zb0008 uint8
+							zb0008, bts, err = msgp.ReadUint8Bytes(bts)
+							if err != nil {
+								err = msgp.WrapError(err, "Commands", za0003, "Kind")
+								return
+							}
+							z.Commands[za0003].Kind = CommandKind(zb0008)
+						}
+					case "g":
+						z.Commands[za0003].Group, bts, err = msgp.ReadStringBytes(bts)
+						if err != nil {
+							err = msgp.WrapError(err, "Commands", za0003, "Group")
+							return
+						}
+					case "to":
+						z.Commands[za0003].Target, bts, err = msgp.ReadStringBytes(bts)
+						if err != nil {
+							err = msgp.WrapError(err, "Commands", za0003, "Target")
+							return
+						}
+					default:
+						bts, err = msgp.Skip(bts)
+						if err != nil {
+							err = msgp.WrapError(err, "Commands", za0003)
+							return
+						}
+					}
+				}
 			}
+			zb0001Mask |= 0x8
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
 				err = msgp.WrapError(err)
 				return
 			}
+		}
+	}
+	// Clear omitted fields.
+	if zb0001Mask != 0xf {
+		if (zb0001Mask & 0x1) == 0 {
+			z.Wall = 0
+		}
+		if (zb0001Mask & 0x2) == 0 {
+			z.Join = nil
+		}
+		if (zb0001Mask & 0x4) == 0 {
+			z.Inbound = nil
+		}
+		if (zb0001Mask & 0x8) == 0 {
+			z.Commands = nil
 		}
 	}
 	o = bts
@@ -609,7 +847,95 @@ func (z *Input) Msgsize() (s int) {
 	}
 	s += 4 + msgp.ArrayHeaderSize
 	for za0003 := range z.Commands {
-		s += z.Commands[za0003].Msgsize()
+		s += 1 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Commands[za0003].Group) + 3 + msgp.StringPrefixSize + len(z.Commands[za0003].Target)
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z Joins) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	o = msgp.AppendArrayHeader(o, uint32(len(z)))
+	for za0001 := range z {
+		// map header, size 2
+		// string "config"
+		o = append(o, 0x82, 0xa6, 0x63, 0x6f, 0x6e, 0x66, 0x69, 0x67)
+		o, err = z[za0001].Config.MarshalMsg(o)
+		if err != nil {
+			err = msgp.WrapError(err, za0001, "Config")
+			return
+		}
+		// string "state"
+		o = append(o, 0xa5, 0x73, 0x74, 0x61, 0x74, 0x65)
+		o, err = z[za0001].State.MarshalMsg(o)
+		if err != nil {
+			err = msgp.WrapError(err, za0001, "State")
+			return
+		}
+	}
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *Joins) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var zb0002 uint32
+	zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if cap((*z)) >= int(zb0002) {
+		(*z) = (*z)[:zb0002]
+	} else {
+		(*z) = make(Joins, zb0002)
+	}
+	for zb0001 := range *z {
+		var field []byte
+		_ = field
+		var zb0003 uint32
+		zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, zb0001)
+			return
+		}
+		for zb0003 > 0 {
+			zb0003--
+			field, bts, err = msgp.ReadMapKeyZC(bts)
+			if err != nil {
+				err = msgp.WrapError(err, zb0001)
+				return
+			}
+			switch msgp.UnsafeString(field) {
+			case "config":
+				bts, err = (*z)[zb0001].Config.UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, zb0001, "Config")
+					return
+				}
+			case "state":
+				bts, err = (*z)[zb0001].State.UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, zb0001, "State")
+					return
+				}
+			default:
+				bts, err = msgp.Skip(bts)
+				if err != nil {
+					err = msgp.WrapError(err, zb0001)
+					return
+				}
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z Joins) Msgsize() (s int) {
+	s = msgp.ArrayHeaderSize
+	for zb0004 := range z {
+		s += 1 + 7 + z[zb0004].Config.Msgsize() + 6 + z[zb0004].State.Msgsize()
 	}
 	return
 }
@@ -746,44 +1072,157 @@ func (z *Message) Msgsize() (s int) {
 }
 
 // MarshalMsg implements msgp.Marshaler
-func (z *Output) MarshalMsg(b []byte) (o []byte, err error) {
+func (z Messages) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 4
-	// string "persist"
-	o = append(o, 0x84, 0xa7, 0x70, 0x65, 0x72, 0x73, 0x69, 0x73, 0x74)
-	o = msgp.AppendArrayHeader(o, uint32(len(z.Persist)))
-	for za0001 := range z.Persist {
-		o, err = z.Persist[za0001].MarshalMsg(o)
-		if err != nil {
-			err = msgp.WrapError(err, "Persist", za0001)
-			return
-		}
-	}
-	// string "pub"
-	o = append(o, 0xa3, 0x70, 0x75, 0x62)
-	o = msgp.AppendArrayHeader(o, uint32(len(z.Publishes)))
-	for za0002 := range z.Publishes {
+	o = msgp.AppendArrayHeader(o, uint32(len(z)))
+	for za0001 := range z {
 		// map header, size 2
 		// string "t"
 		o = append(o, 0x82, 0xa1, 0x74)
-		o = msgp.AppendString(o, z.Publishes[za0002].Topic)
+		o = msgp.AppendString(o, z[za0001].Topic)
 		// string "p"
 		o = append(o, 0xa1, 0x70)
-		o = msgp.AppendBytes(o, z.Publishes[za0002].Payload)
+		o = msgp.AppendBytes(o, z[za0001].Payload)
 	}
-	// string "ev"
-	o = append(o, 0xa2, 0x65, 0x76)
-	o = msgp.AppendArrayHeader(o, uint32(len(z.Events)))
-	for za0003 := range z.Events {
-		o, err = z.Events[za0003].MarshalMsg(o)
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *Messages) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var zb0002 uint32
+	zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if cap((*z)) >= int(zb0002) {
+		(*z) = (*z)[:zb0002]
+	} else {
+		(*z) = make(Messages, zb0002)
+	}
+	for zb0001 := range *z {
+		var field []byte
+		_ = field
+		var zb0003 uint32
+		zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
 		if err != nil {
-			err = msgp.WrapError(err, "Events", za0003)
+			err = msgp.WrapError(err, zb0001)
 			return
 		}
+		for zb0003 > 0 {
+			zb0003--
+			field, bts, err = msgp.ReadMapKeyZC(bts)
+			if err != nil {
+				err = msgp.WrapError(err, zb0001)
+				return
+			}
+			switch msgp.UnsafeString(field) {
+			case "t":
+				(*z)[zb0001].Topic, bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, zb0001, "Topic")
+					return
+				}
+			case "p":
+				(*z)[zb0001].Payload, bts, err = msgp.ReadBytesBytes(bts, (*z)[zb0001].Payload)
+				if err != nil {
+					err = msgp.WrapError(err, zb0001, "Payload")
+					return
+				}
+			default:
+				bts, err = msgp.Skip(bts)
+				if err != nil {
+					err = msgp.WrapError(err, zb0001)
+					return
+				}
+			}
+		}
 	}
-	// string "wake"
-	o = append(o, 0xa4, 0x77, 0x61, 0x6b, 0x65)
-	o = msgp.AppendInt64(o, z.WakeAt)
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z Messages) Msgsize() (s int) {
+	s = msgp.ArrayHeaderSize
+	for zb0004 := range z {
+		s += 1 + 2 + msgp.StringPrefixSize + len(z[zb0004].Topic) + 2 + msgp.BytesPrefixSize + len(z[zb0004].Payload)
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z *Output) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// check for omitted fields
+	zb0001Len := uint32(4)
+	var zb0001Mask uint8 /* 4 bits */
+	_ = zb0001Mask
+	if z.Persist.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x1
+	}
+	if z.Publishes.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x2
+	}
+	if z.Events.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x4
+	}
+	if z.WakeAt == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x8
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		if (zb0001Mask & 0x1) == 0 { // if not omitted
+			// string "persist"
+			o = append(o, 0xa7, 0x70, 0x65, 0x72, 0x73, 0x69, 0x73, 0x74)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.Persist)))
+			for za0001 := range z.Persist {
+				o, err = z.Persist[za0001].MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Persist", za0001)
+					return
+				}
+			}
+		}
+		if (zb0001Mask & 0x2) == 0 { // if not omitted
+			// string "pub"
+			o = append(o, 0xa3, 0x70, 0x75, 0x62)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.Publishes)))
+			for za0002 := range z.Publishes {
+				// map header, size 2
+				// string "t"
+				o = append(o, 0x82, 0xa1, 0x74)
+				o = msgp.AppendString(o, z.Publishes[za0002].Topic)
+				// string "p"
+				o = append(o, 0xa1, 0x70)
+				o = msgp.AppendBytes(o, z.Publishes[za0002].Payload)
+			}
+		}
+		if (zb0001Mask & 0x4) == 0 { // if not omitted
+			// string "ev"
+			o = append(o, 0xa2, 0x65, 0x76)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.Events)))
+			for za0003 := range z.Events {
+				o, err = z.Events[za0003].MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Events", za0003)
+					return
+				}
+			}
+		}
+		if (zb0001Mask & 0x8) == 0 { // if not omitted
+			// string "wake"
+			o = append(o, 0xa4, 0x77, 0x61, 0x6b, 0x65)
+			o = msgp.AppendInt64(o, z.WakeAt)
+		}
+	}
 	return
 }
 
@@ -797,6 +1236,8 @@ func (z *Output) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	var zb0001Mask uint8 /* 4 bits */
+	_ = zb0001Mask
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -815,7 +1256,7 @@ func (z *Output) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			if cap(z.Persist) >= int(zb0002) {
 				z.Persist = (z.Persist)[:zb0002]
 			} else {
-				z.Persist = make([]GroupState, zb0002)
+				z.Persist = make(States, zb0002)
 			}
 			for za0001 := range z.Persist {
 				bts, err = z.Persist[za0001].UnmarshalMsg(bts)
@@ -824,6 +1265,7 @@ func (z *Output) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+			zb0001Mask |= 0x1
 		case "pub":
 			var zb0003 uint32
 			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
@@ -834,7 +1276,7 @@ func (z *Output) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			if cap(z.Publishes) >= int(zb0003) {
 				z.Publishes = (z.Publishes)[:zb0003]
 			} else {
-				z.Publishes = make([]Message, zb0003)
+				z.Publishes = make(Messages, zb0003)
 			}
 			for za0002 := range z.Publishes {
 				var zb0004 uint32
@@ -872,6 +1314,7 @@ func (z *Output) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					}
 				}
 			}
+			zb0001Mask |= 0x2
 		case "ev":
 			var zb0005 uint32
 			zb0005, bts, err = msgp.ReadArrayHeaderBytes(bts)
@@ -882,7 +1325,7 @@ func (z *Output) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			if cap(z.Events) >= int(zb0005) {
 				z.Events = (z.Events)[:zb0005]
 			} else {
-				z.Events = make([]Event, zb0005)
+				z.Events = make(Events, zb0005)
 			}
 			for za0003 := range z.Events {
 				bts, err = z.Events[za0003].UnmarshalMsg(bts)
@@ -891,18 +1334,35 @@ func (z *Output) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+			zb0001Mask |= 0x4
 		case "wake":
 			z.WakeAt, bts, err = msgp.ReadInt64Bytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "WakeAt")
 				return
 			}
+			zb0001Mask |= 0x8
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
 				err = msgp.WrapError(err)
 				return
 			}
+		}
+	}
+	// Clear omitted fields.
+	if zb0001Mask != 0xf {
+		if (zb0001Mask & 0x1) == 0 {
+			z.Persist = nil
+		}
+		if (zb0001Mask & 0x2) == 0 {
+			z.Publishes = nil
+		}
+		if (zb0001Mask & 0x4) == 0 {
+			z.Events = nil
+		}
+		if (zb0001Mask & 0x8) == 0 {
+			z.WakeAt = 0
 		}
 	}
 	o = bts
@@ -952,6 +1412,53 @@ func (z *Role) UnmarshalMsg(bts []byte) (o []byte, err error) {
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z Role) Msgsize() (s int) {
 	s = msgp.Uint8Size
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z States) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	o = msgp.AppendArrayHeader(o, uint32(len(z)))
+	for za0001 := range z {
+		o, err = z[za0001].MarshalMsg(o)
+		if err != nil {
+			err = msgp.WrapError(err, za0001)
+			return
+		}
+	}
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *States) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var zb0002 uint32
+	zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if cap((*z)) >= int(zb0002) {
+		(*z) = (*z)[:zb0002]
+	} else {
+		(*z) = make(States, zb0002)
+	}
+	for zb0001 := range *z {
+		bts, err = (*z)[zb0001].UnmarshalMsg(bts)
+		if err != nil {
+			err = msgp.WrapError(err, zb0001)
+			return
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z States) Msgsize() (s int) {
+	s = msgp.ArrayHeaderSize
+	for zb0003 := range z {
+		s += z[zb0003].Msgsize()
+	}
 	return
 }
 
