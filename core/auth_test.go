@@ -130,17 +130,7 @@ func TestAuthElectionsAndFailover(t *testing.T) {
 					}
 				}
 				n.quiet = true
-				n.advance(5000, 10)
-				ls := n.leaders()
-				if len(ls) != 1 {
-					t.Fatalf("leaders %v\n%s", ls, n.take())
-				}
-				old := strings.Split(ls[0], "@")[0]
-				n.down[old] = true
-				n.advance(5000, 10)
-				if ls := n.leaders(); len(ls) != 1 || strings.HasPrefix(ls[0], old+"@") {
-					t.Fatalf("after %s crashed: leaders %v", old, ls)
-				}
+				old := n.electThenCrashLeader(t)
 				// The old leader restarts from its persisted state: a new epoch,
 				// so its counter starting again at 1 is not a replay.
 				n.start(old)

@@ -198,21 +198,29 @@ func (n *testNet) live() []string {
 	return slices.DeleteFunc(slices.Clone(n.ids), func(id string) bool { return n.down[id] })
 }
 
+// electThenCrashLeader lets the nodes elect a leader, crashes it, checks
+// that another is elected, and returns the crashed one.
+func (n *testNet) electThenCrashLeader(t *testing.T) string {
+	t.Helper()
+	n.advance(5000, 10)
+	ls := n.leaders()
+	if len(ls) != 1 {
+		t.Fatalf("leaders %v\n%s", ls, n.take())
+	}
+	old := strings.Split(ls[0], "@")[0]
+	n.down[old] = true
+	n.advance(5000, 10)
+	if ls := n.leaders(); len(ls) != 1 || strings.HasPrefix(ls[0], old+"@") {
+		t.Fatalf("after %s crashed: leaders %v\n%s", old, ls, n.take())
+	}
+	return old
+}
+
 func TestFirstElectionAndFailover(t *testing.T) {
 	for _, mode := range []Mode{ModeQuorum, ModeBully} {
 		t.Run(string(mode), func(t *testing.T) {
 			n := newTestNet(t, mode, "a", "b", "c", "d", "e")
-			n.advance(5000, 10)
-			ls := n.leaders()
-			if len(ls) != 1 {
-				t.Fatalf("leaders %v\n%s", ls, n.take())
-			}
-			old := strings.Split(ls[0], "@")[0]
-			n.down[old] = true
-			n.advance(5000, 10)
-			if ls := n.leaders(); len(ls) != 1 || strings.HasPrefix(ls[0], old+"@") {
-				t.Fatalf("after %s crashed: leaders %v\n%s", old, ls, n.take())
-			}
+			old := n.electThenCrashLeader(t)
 			for _, id := range n.live() {
 				if s := n.status(id); s.Leader == "" || s.Leader == old {
 					t.Fatalf("%s follows %q", id, s.Leader)
