@@ -2,7 +2,7 @@
 //
 //	go run ./wasm/build [-hd] [-o electcore.wasm] [go build flags...]
 //
-// (`make wasm` and wasm/build.sh run it.) It is the plain
+// (`make wasm` runs it.) It is the plain
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -ldflags="-s -w" -o electcore.wasm ./wasm
 //

@@ -5,7 +5,7 @@
 // memory and a deadline on every call. The runner owns the transport and the
 // disk; the module only decides. It prints one JSON line per event.
 //
-//	wasm/build.sh -hd -o electcore-hd.wasm
+//	go run ./wasm/build -hd -o electcore-hd.wasm
 //	go run ./examples/skill/runner --wasm electcore-hd.wasm --transport mem --agents 3 --duration 5s
 //	go run ./examples/skill/runner --wasm electcore-hd.wasm --transport nats \
 //	    --broker nats://127.0.0.1:4222 --group jobs --id a --members a,b,c --state-dir /tmp/a
