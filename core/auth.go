@@ -197,8 +197,7 @@ type replayState struct {
 // state st: the epoch is raised (and g marked dirty, so that it is persisted
 // before anything signed with it is sent). With auth off the persisted epoch
 // is only carried along.
-func (g *group) initAuth(st GroupState) {
-	g.epoch = st.Epoch
+func (g *group) initAuth() {
 	c := &g.cfg
 	if c.Auth == AuthOff || c.Auth == "" {
 		return
@@ -213,9 +212,8 @@ func (g *group) initAuth(st GroupState) {
 			a.pubs[id] = k
 		}
 	}
-	g.epoch++
-	a.epoch = g.epoch
-	g.auth, g.dirty = a, true
+	a.epoch = g.epoch // raised by newGroup, persisted before anything is signed
+	g.auth = a
 }
 
 // appendCanonical appends the canonical encoding of m, received in group,
@@ -242,9 +240,13 @@ func appendCanonical(b []byte, group string, m *wireMsg) []byte {
 	if m.Granted {
 		flags |= 4
 	}
+	if m.Handoff {
+		flags |= 8
+	}
 	b = append(b, flags)
 	b = binary.BigEndian.AppendUint32(b, prio)
-	return binary.BigEndian.AppendUint64(b, m.Seq)
+	b = binary.BigEndian.AppendUint64(b, m.Seq)
+	return binary.BigEndian.AppendUint64(b, m.Inc)
 }
 
 func appendLP(b []byte, s string) []byte {

@@ -18,8 +18,8 @@ func BenchmarkVerify(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			g := &group{cfg: cfg}
-			g.initAuth(GroupState{})
+			g := &group{cfg: cfg, epoch: 1}
+			g.initAuth()
 			key := []byte(testPriv("b"))
 			if am == AuthHMAC {
 				key = testGroupKey()
@@ -63,8 +63,8 @@ func BenchmarkSeal(b *testing.B) {
 			c := Config{ID: "a", Group: "g", Members: []string{"a", "b", "c"}}
 			authConfig(&c, am, c.Members)
 			cfg, _ := c.normalize()
-			g := &group{cfg: cfg}
-			g.initAuth(GroupState{})
+			g := &group{cfg: cfg, epoch: 1}
+			g.initAuth()
 			p := []byte(`{"type":"heartbeat","group":"g","from":"a","leader":"a","priority":7,"term":3,"seq":1}`)
 			b.ReportAllocs()
 			for b.Loop() {

@@ -133,6 +133,7 @@ func TestAuthElectionsAndFailover(t *testing.T) {
 				old := n.electThenCrashLeader(t)
 				// The old leader restarts from its persisted state: a new epoch,
 				// so its counter starting again at 1 is not a replay.
+				before := n.store[old].Epoch
 				n.start(old)
 				n.advance(3000, 10)
 				for _, id := range n.ids {
@@ -141,8 +142,8 @@ func TestAuthElectionsAndFailover(t *testing.T) {
 						t.Errorf("%s: %+v", id, s)
 					}
 				}
-				if st := n.store[old]; st.Epoch != 2 {
-					t.Errorf("%s persisted epoch %d after a restart, want 2", old, st.Epoch)
+				if st := n.store[old]; st.Epoch != before+1 {
+					t.Errorf("%s persisted epoch %d after a restart, want %d", old, st.Epoch, before+1)
 				}
 				if unsigned > 0 {
 					t.Errorf("%d unsigned publishes", unsigned)
@@ -359,7 +360,7 @@ func TestAuthConfigValidation(t *testing.T) {
 func TestCanonicalCoversWireFields(t *testing.T) {
 	covered := map[string]bool{
 		"Type": true, "Group": true, "From": true, "Candidate": true, "Leader": true, "To": true,
-		"Priority": true, "Term": true, "Seq": true, "Pre": true, "Granted": true,
+		"Priority": true, "Term": true, "Seq": true, "Inc": true, "Pre": true, "Granted": true, "Handoff": true,
 		"Epoch": true, "Ctr": true,
 	}
 	notCovered := map[string]string{
@@ -391,6 +392,8 @@ func TestCanonicalCoversWireFields(t *testing.T) {
 		"pre":      {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Pre: true},
 		"granted":  {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Granted: true},
 		"seq":      {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Seq: 1},
+		"inc":      {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Inc: 1},
+		"handoff":  {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Handoff: true},
 	} {
 		e := enc(m)
 		if prev, dup := seen[e]; dup {

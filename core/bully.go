@@ -23,6 +23,10 @@ func (g *group) tickBully(e *Engine) {
 }
 
 func (g *group) campaignBully(e *Engine) {
+	if g.term >= MaxTerm {
+		g.resetElectionTimer(e.now)
+		return // the term space is spent (terms never wrap)
+	}
 	g.elections++
 	g.setTerm(g.term + 1)
 	g.role = RoleCandidate
@@ -42,8 +46,8 @@ func (g *group) campaignBully(e *Engine) {
 // window and defers, so our claim of the term we announced is the only one.
 func (g *group) becomeLeaderBully(e *Engine, term uint64) {
 	g.role = RoleLeader
-	g.setLeader(e, g.cfg.ID, term)
 	e.event(Event{Kind: EventBecameLeader, Group: g.cfg.Group, Term: term, Leader: g.cfg.ID})
+	g.setLeader(e, g.cfg.ID, term)
 	g.heartbeat(e, typeLeader)
 }
 
@@ -62,6 +66,9 @@ func (g *group) stepBully(e *Engine, m *wireMsg) string {
 	sender := g.heard(m.From, m.Priority, e.now)
 	if sender == nil {
 		return "sender " + m.From + " is not a member"
+	}
+	if reason := g.implausibleTerm(m); reason != "" {
+		return reason
 	}
 	switch m.Type {
 	case typeElection:
@@ -127,10 +134,16 @@ func (g *group) onResignBully(e *Engine, m *wireMsg) {
 	if m.Leader != g.leader {
 		return
 	}
+	if f := g.member(m.From); f != nil {
+		f.departed = true // no hand-off goes back to it until it is heard again
+	}
 	g.setLeader(e, "", 0)
 	g.role = RoleFollower
 	switch m.To {
 	case g.cfg.ID:
+		if max(g.term, m.Term) >= MaxTerm {
+			return
+		}
 		g.setTerm(max(g.term, m.Term) + 1)
 		g.becomeLeaderBully(e, g.term)
 	case "":

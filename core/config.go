@@ -61,6 +61,15 @@ const (
 	MaxPayload    = 4096    // bytes in one wire message; larger ones are rejected undecoded
 	MaxBatchBytes = 1 << 20 // bytes in one msgp Input batch
 	maxDriftPPM   = 100_000 // a 10% drift bound is already a broken clock
+	// MaxTerm is the highest term: 2^53−1, exact in every JSON number
+	// reader (JavaScript's included). Messages beyond it are malformed, and
+	// a member at MaxTerm holds no further election, so terms never wrap.
+	// At a thousand elections a second it lasts 285,000 years.
+	MaxTerm = 1<<53 - 1
+	// MaxTermJump bounds how far one message may move a member's term: 2^32
+	// elections, more than any honest member can be ahead. A message further
+	// ahead is refused, so no one message spends the term space.
+	MaxTermJump = 1 << 32
 )
 
 // Config configures one election group. The zero value of every field but ID,

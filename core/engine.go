@@ -113,15 +113,17 @@ func (e *Engine) join(spec *GroupSpec) {
 		e.reject(cfg.Group, fmt.Sprintf("join: persisted state belongs to group %q", spec.State.Group))
 		return
 	}
+	if spec.State.Term > MaxTerm {
+		e.reject(cfg.Group, fmt.Sprintf("join: persisted term %d exceeds %d (written by a version whose terms could be forced up by one message): delete the group's state file to start over", spec.State.Term, uint64(MaxTerm)))
+		return
+	}
 	if spec.State.Vote != "" && cfg.Mode == ModeQuorum && slices.Index(cfg.Members, spec.State.Vote) < 0 {
 		e.reject(cfg.Group, fmt.Sprintf("join: persisted vote for %q, not a member", spec.State.Vote))
 		return
 	}
 	g := newGroup(cfg, spec.State, e.now)
-	g.initAuth(spec.State)
-	if g.dirty {
-		e.dirty = append(e.dirty, g) // the new epoch, persisted before any signed publish
-	}
+	g.initAuth()
+	e.dirty = append(e.dirty, g) // the new epoch, persisted before any publish
 	e.groups[topic] = g
 	g.wake = g.nextWake()
 	heap.Push(&e.timers, g)

@@ -59,7 +59,11 @@ type group struct {
 
 	elections, received, rejected uint64
 
-	epoch uint64     // GroupState.Epoch (auth.go)
+	// epoch counts this agent's joins of the group (GroupState.Epoch),
+	// raised at every join; inc, drawn from it and the seed, tells this
+	// incarnation's heartbeats from those of any earlier run, so that an
+	// ack counts only for the heartbeat it answers.
+	epoch, inc uint64
 	auth  *groupAuth // nil with auth off
 }
 
@@ -80,12 +84,17 @@ type member struct {
 	lastHeard int64
 	heardOnce bool
 	aliveFrom int64  // start of the current run of contact, for "healthy"
+	departed  bool   // it resigned and has not been heard since: never a hand-off target
 	ackSeq    uint64 // leader: highest heartbeat seq this member acked
 }
 
 func newGroup(cfg Config, st GroupState, now int64) *group {
 	g := &group{cfg: cfg, topic: Topic(cfg.Group), term: st.Term, vote: st.Vote}
 	g.rng.Seed(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)
+	// A new epoch, persisted before anything is sent (dirty): it makes this
+	// run's incarnation differ from every earlier one's.
+	g.epoch, g.dirty = st.Epoch+1, true
+	g.inc = splitmix64(cfg.Seed ^ g.epoch*0x9e3779b97f4a7c15)
 	for _, id := range cfg.Members {
 		g.members = append(g.members, member{id: id, priority: Cksum([]byte(id))})
 	}
@@ -132,11 +141,31 @@ func (g *group) heard(id string, prio *uint32, now int64) *member {
 	if prio != nil && id != g.cfg.ID {
 		m.priority, m.prioKnown = *prio, true
 	}
-	if !m.heardOnce || now-m.lastHeard > g.cfg.ElectionTimeoutMs {
+	if !m.heardOnce || m.departed || now-m.lastHeard > g.cfg.ElectionTimeoutMs {
 		m.aliveFrom = now
 	}
+	m.departed = false
 	m.lastHeard, m.heardOnce = now, true
 	return m
+}
+
+// implausibleTerm refuses a message whose term no honest member could have
+// reached from ours: more than MaxTermJump ahead. Terms never wrap (the
+// decoder refuses any above MaxTerm), and one forged message can no longer
+// spend the term space and stop every election for good (issue 9, defect 4).
+func (g *group) implausibleTerm(m *wireMsg) string {
+	if m.Term > g.term && m.Term-g.term > MaxTermJump {
+		return "term " + uitoa(m.Term) + " of " + m.From + " is implausibly far ahead of ours (" + uitoa(g.term) + ")"
+	}
+	return ""
+}
+
+// splitmix64 is SplitMix64's output function: a bijective mix of x.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 func (g *group) majority() int { return len(g.members)/2 + 1 }
@@ -189,7 +218,7 @@ func (g *group) bestSuccessor(now int64) string {
 	var best *member
 	for i := range g.members {
 		m := &g.members[i]
-		if m.id == g.cfg.ID || !m.heardOnce ||
+		if m.id == g.cfg.ID || !m.heardOnce || m.departed ||
 			g.cfg.Mode == ModeQuorum && now-m.lastHeard >= g.cfg.ElectionTimeoutMs {
 			continue
 		}

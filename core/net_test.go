@@ -30,6 +30,10 @@ type testNet struct {
 	// set, sees every publish.
 	cfgHook func(*Config)
 	sent    func(from string, m Message)
+	// leaseUntil[id] is the end of the lease id holds (0: none). Every
+	// step checks that no two nodes hold one at the same instant: the
+	// harness has one clock, so this is lease exclusivity in real time.
+	leaseUntil map[string]int64
 }
 
 type queued struct {
@@ -40,7 +44,7 @@ type queued struct {
 func newTestNet(t testing.TB, mode Mode, ids ...string) *testNet {
 	n := &testNet{t: t, mode: mode, ids: ids, prio: map[string]uint32{}, nodes: map[string]*Engine{},
 		down: map[string]bool{}, cut: map[[2]string]bool{}, store: map[string]GroupState{},
-		voted: map[string]map[uint64]string{}}
+		voted: map[string]map[uint64]string{}, leaseUntil: map[string]int64{}}
 	for _, id := range ids {
 		n.start(id)
 	}
@@ -61,6 +65,7 @@ func (n *testNet) config(id string) Config {
 func (n *testNet) start(id string) {
 	n.nodes[id] = NewEngine()
 	delete(n.down, id)
+	delete(n.leaseUntil, id)
 	n.step(id, &Input{Now: n.now, Join: []GroupSpec{{Config: n.config(id), State: n.store[id]}}})
 }
 
@@ -74,6 +79,7 @@ func (n *testNet) step(id string, in *Input) {
 		n.store[id] = p
 	}
 	for _, ev := range out.Events {
+		n.trackLease(id, ev)
 		if n.quiet && ev.Kind == EventLease {
 			continue // one per heartbeat: too many to read
 		}
@@ -106,6 +112,32 @@ func (n *testNet) step(id string, in *Input) {
 			}
 		}
 	}
+}
+
+// trackLease follows id's lease through its events and fails the test when
+// two nodes hold a valid lease at once.
+func (n *testNet) trackLease(id string, ev Event) {
+	switch ev.Kind {
+	case EventBecameLeader, EventLease:
+		if ev.LeaseUntil <= n.now {
+			return
+		}
+		n.leaseUntil[id] = ev.LeaseUntil
+		for other, until := range n.leaseUntil {
+			if other != id && !n.down[other] && until > n.now {
+				n.t.Fatalf("t=%d: %s holds a lease until %d while %s holds one until %d (term %d)\n%s",
+					n.now, id, ev.LeaseUntil, other, until, ev.Term, n.out.String())
+			}
+		}
+	case EventSteppedDown:
+		delete(n.leaseUntil, id)
+	}
+}
+
+// crash stops id; its lease ends with it.
+func (n *testNet) crash(id string) {
+	n.down[id] = true
+	delete(n.leaseUntil, id)
 }
 
 // checkVote fails the test if id publishes two different granted votes in
@@ -208,7 +240,7 @@ func (n *testNet) electThenCrashLeader(t *testing.T) string {
 		t.Fatalf("leaders %v\n%s", ls, n.take())
 	}
 	old := strings.Split(ls[0], "@")[0]
-	n.down[old] = true
+	n.crash(old)
 	n.advance(5000, 10)
 	if ls := n.leaders(); len(ls) != 1 || strings.HasPrefix(ls[0], old+"@") {
 		t.Fatalf("after %s crashed: leaders %v\n%s", old, ls, n.take())

@@ -56,6 +56,10 @@ func (g *group) campaignNow(e *Engine) string {
 // member cut off from the others cannot raise the term and disrupt a healthy
 // leader when it comes back (thesis §9.6).
 func (g *group) preCampaign(e *Engine) {
+	if g.term >= MaxTerm {
+		g.resetElectionTimer(e.now)
+		return // the term space is spent (terms never wrap): no election can follow
+	}
 	g.elections++
 	g.role = RolePreCandidate
 	g.votes = append(g.votes[:0], g.cfg.ID)
@@ -67,8 +71,18 @@ func (g *group) preCampaign(e *Engine) {
 	g.sendElection(e, g.term+1, true)
 }
 
-// campaign starts a real election for term+1 (§5.2).
+// campaign starts a real election for term+1 (§5.2). Our own vote is a vote
+// like any other: within an election timeout of hearing a leader or granting
+// a vote we must not give it, even to ourselves, or we help cut short a lease
+// we vouched for. Every path here checks it, not only CmdCampaign: a
+// pre-candidate that grants another's vote and then completes its own
+// pre-vote in the same batch overlapped two leases (issue 9, defect 1).
 func (g *group) campaign(e *Engine) {
+	if g.inLease(e.now) || g.term >= MaxTerm {
+		g.role = RoleFollower
+		g.votes = g.votes[:0]
+		return
+	}
 	g.setTerm(g.term + 1)
 	g.vote, g.dirty = g.cfg.ID, true
 	g.role = RoleCandidate
@@ -94,22 +108,27 @@ func (g *group) sendElection(e *Engine, term uint64, pre bool) {
 	e.publish(g, e.enc.end())
 }
 
+// becomeLeader takes leadership of the current term. Its first event is
+// became-leader, then leader-changed naming this agent (see Event).
+//
+// The votes grant a lease from campaignAt only if every one of them answered
+// our request (it was cast after the request left, and its voter grants
+// nothing else for an election timeout) and that lease is still running. A
+// vote pushed by a resign was cast before we asked: counting it towards a
+// lease from campaignAt overlapped another leader's lease (issue 9, defect
+// 2). Otherwise the lease starts with the first heartbeat a majority acks.
 func (g *group) becomeLeader(e *Engine) {
 	g.role = RoleLeader
 	g.lease, g.stepDownAt = 0, e.now+g.cfg.LeaseMs
-	if !g.handoff {
-		// Every vote was cast after our request left, and a voter grants
-		// nothing else for an election timeout after voting: the lease
-		// runs from the request.
-		g.lease = g.campaignAt + g.cfg.LeaseMs
-		g.stepDownAt = g.lease
+	if l := g.campaignAt + g.cfg.LeaseMs; !g.handoff && l > e.now {
+		g.lease, g.stepDownAt = l, l
 	}
 	for i := range g.members {
 		g.members[i].ackSeq = 0
 	}
 	g.sent = [ackWindow]sentHeartbeat{}
-	g.setLeader(e, g.cfg.ID, g.term)
 	e.event(Event{Kind: EventBecameLeader, Group: g.cfg.Group, Term: g.term, Leader: g.cfg.ID, LeaseUntil: g.lease})
+	g.setLeader(e, g.cfg.ID, g.term)
 	g.heartbeat(e, typeLeader)
 }
 
@@ -123,6 +142,9 @@ func (g *group) heartbeat(e *Engine, typ string) {
 	e.enc.num("priority", uint64(g.cfg.Priority))
 	e.enc.num("term", g.leaderTerm)
 	e.enc.num("seq", g.seq)
+	if g.cfg.Mode == ModeQuorum {
+		e.enc.num("inc", g.inc)
+	}
 	e.enc.wall(typ, e.wall)
 	e.publish(g, e.enc.end())
 	if g.cfg.Mode == ModeQuorum && g.majority() == 1 {
@@ -143,7 +165,7 @@ func (g *group) stepDown(e *Engine, reason string) {
 	g.role = RoleFollower
 	g.lease, g.stepDownAt = 0, 0
 	if wasLeader {
-		e.event(Event{Kind: EventSteppedDown, Group: g.cfg.Group, Term: g.term, Reason: reason})
+		e.event(Event{Kind: EventSteppedDown, Group: g.cfg.Group, Term: g.leaderTerm, Reason: reason})
 		g.setLeader(e, "", 0)
 	}
 }
@@ -164,7 +186,9 @@ func (g *group) setLeader(e *Engine, id string, term uint64) {
 	if id == g.leader && term == g.leaderTerm {
 		return
 	}
-	changed := id != g.leader
+	// The same leader in a new term is a change too: the term is the fencing
+	// token, and a follower must not keep acting on the old one.
+	changed := id != g.leader || id != ""
 	g.leader, g.leaderTerm = id, term
 	if m := g.member(id); m != nil {
 		g.leaderPrio = m.priority
@@ -190,6 +214,9 @@ func (g *group) stepQuorum(e *Engine, m *wireMsg) string {
 	if sender == nil {
 		return "sender " + m.From + " is not a member"
 	}
+	if reason := g.implausibleTerm(m); reason != "" {
+		return reason
+	}
 	switch m.Type {
 	case typeElection:
 		return g.onVoteRequest(e, m)
@@ -209,14 +236,14 @@ func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
 	now := e.now
 	if m.Pre {
 		grant := m.Term > g.term && !g.inLease(now)
-		g.sendVote(e, m.Candidate, m.Term, true, grant)
+		g.sendVote(e, m.Candidate, m.Term, true, grant, false)
 		return ""
 	}
 	if g.inLease(now) {
 		return "" // a leader is alive: ignore without raising our term (§9.6)
 	}
 	if m.Term < g.term {
-		g.sendVote(e, m.Candidate, g.term, false, false) // tell it our term
+		g.sendVote(e, m.Candidate, g.term, false, false, false) // tell it our term
 		return ""                                        // answered, not refused: the reply carries our term (§5.1)
 	}
 	if m.Term > g.term {
@@ -224,15 +251,20 @@ func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
 	}
 	grant := g.vote == "" || g.vote == m.Candidate
 	if grant {
+		// Granting defers to that candidate: a pre-candidate stops here, or
+		// its own pre-vote could complete later in this batch and make it
+		// vote for itself inside the window it just opened (defect 1).
 		g.vote, g.dirty = m.Candidate, true
+		g.role = RoleFollower
+		g.votes = g.votes[:0]
 		g.lastLeaderContact = now
 		g.resetElectionTimer(now)
 	}
-	g.sendVote(e, m.Candidate, g.term, false, grant)
+	g.sendVote(e, m.Candidate, g.term, false, grant, false)
 	return ""
 }
 
-func (g *group) sendVote(e *Engine, candidate string, term uint64, pre, granted bool) {
+func (g *group) sendVote(e *Engine, candidate string, term uint64, pre, granted, handoff bool) {
 	e.enc.begin(typeVote, g.cfg.Group, g.cfg.ID)
 	e.enc.num("priority", uint64(g.cfg.Priority))
 	e.enc.str("candidate", candidate)
@@ -243,22 +275,33 @@ func (g *group) sendVote(e *Engine, candidate string, term uint64, pre, granted 
 	if granted {
 		e.enc.flag("granted")
 	}
+	if handoff {
+		e.enc.flag("handoff")
+	}
 	e.publish(g, e.enc.end())
 }
 
 func (g *group) onVote(e *Engine, m *wireMsg) string {
+	if m.Candidate != g.cfg.ID {
+		// Someone else's vote. Its term says nothing we must act on, and
+		// taking it would let one forged vote move every member to any term.
+		return ""
+	}
 	if !m.Pre && m.Term > g.term {
-		if !m.Granted || m.Candidate != g.cfg.ID {
-			g.enterTerm(e, m.Term) // a member is in a later term: ours is over (§5.1)
+		switch {
+		case !m.Granted && g.role == RoleCandidate:
+			g.enterTerm(e, m.Term) // our voter is in a later term: ours is over (§5.1)
+		case m.Granted && m.Handoff && m.Term == g.term+1:
+			// A leader handed over to us and its followers voted before its
+			// resign reached us: the successor's term is the one after ours.
+			g.enterTerm(e, m.Term)
+			g.vote, g.dirty = g.cfg.ID, true
+			g.startHandoffCandidacy(e)
+		default:
 			return ""
 		}
-		// A vote for us in a term we have not started: a leader handed over
-		// to us and its followers voted before its resign reached us.
-		g.enterTerm(e, m.Term)
-		g.vote, g.dirty = g.cfg.ID, true
-		g.startHandoffCandidacy(e)
 	}
-	if m.Candidate != g.cfg.ID || !m.Granted {
+	if !m.Granted {
 		return ""
 	}
 	switch {
@@ -267,6 +310,9 @@ func (g *group) onVote(e *Engine, m *wireMsg) string {
 			g.campaign(e)
 		}
 	case !m.Pre && g.role == RoleCandidate && m.Term == g.term:
+		if m.Handoff {
+			g.handoff = true // cast before our request: no lease from votes
+		}
 		if g.addVote(m.From) {
 			g.becomeLeader(e)
 		}
@@ -285,7 +331,8 @@ func (g *group) addVote(id string) bool {
 
 // startHandoffCandidacy makes this member a candidate in the current term,
 // having voted for itself, without a campaign of its own: the votes come from
-// the resigning leader's hand-off. No lease until the first acked heartbeat.
+// the resigning leader's hand-off. No lease until the first acked heartbeat:
+// those votes were cast before anything of ours was sent.
 func (g *group) startHandoffCandidacy(e *Engine) {
 	g.role = RoleCandidate
 	g.votes = append(g.votes[:0], g.cfg.ID)
@@ -298,11 +345,19 @@ func (g *group) startHandoffCandidacy(e *Engine) {
 func (g *group) onHeartbeat(e *Engine, m *wireMsg) string {
 	now := e.now
 	if m.Term < g.term {
-		g.sendAck(e, m.Leader, g.term, m.Seq) // tell the stale leader our term
-		return ""                             // answered, not refused: the reply carries our term (§5.1)
+		g.sendStaleReply(e, m.Leader) // tell the stale leader our term (§5.1)
+		return ""                     // answered, not refused
 	}
 	if g.role == RoleLeader && m.Term == g.term {
 		return "another leader claims my term" // impossible among honest members
+	}
+	if m.Term > g.term && g.leader != "" && m.Leader != g.leader && g.inLease(now) {
+		// While we hear our leader (or lead), a claim of a later term by
+		// someone else waits until that contact lapses, as a vote request
+		// does (§9.6): a real new leader was elected by members that no
+		// longer hear ours, so ours is about to go; a forged claim gains
+		// nothing. With no leader known (a restart, a resign) we follow it.
+		return ""
 	}
 	if m.Term > g.term {
 		if g.role == RoleLeader {
@@ -314,25 +369,43 @@ func (g *group) onHeartbeat(e *Engine, m *wireMsg) string {
 	g.lastLeaderContact = now
 	g.setLeader(e, m.Leader, m.Term)
 	g.resetElectionTimer(now)
-	g.sendAck(e, m.Leader, m.Term, m.Seq)
+	g.sendAck(e, m.Leader, m.Term, m.Seq, m.Inc)
 	return ""
 }
 
-func (g *group) sendAck(e *Engine, leader string, term, seq uint64) {
+// sendAck acknowledges heartbeat seq of leader's incarnation inc in term:
+// the leader counts it only for exactly that heartbeat.
+func (g *group) sendAck(e *Engine, leader string, term, seq, inc uint64) {
 	e.enc.begin(typeAck, g.cfg.Group, g.cfg.ID)
 	e.enc.num("priority", uint64(g.cfg.Priority))
 	e.enc.str("leader", leader)
 	e.enc.num("term", term)
 	e.enc.num("seq", seq)
+	e.enc.num("inc", inc)
+	e.publish(g, e.enc.end())
+}
+
+// sendStaleReply tells a leader of an older term ours. It carries no seq
+// and no incarnation, so no leader can take it for an ack: it once echoed
+// the stale heartbeat's seq under our term, which a restarted leader of that
+// term counted towards its lease (defect 3).
+func (g *group) sendStaleReply(e *Engine, leader string) {
+	e.enc.begin(typeAck, g.cfg.Group, g.cfg.ID)
+	e.enc.num("priority", uint64(g.cfg.Priority))
+	e.enc.str("leader", leader)
+	e.enc.num("term", g.term)
 	e.publish(g, e.enc.end())
 }
 
 func (g *group) onAck(e *Engine, m *wireMsg) string {
+	if m.Leader != g.cfg.ID {
+		return "" // addressed to another leader
+	}
 	if m.Term > g.term {
 		g.enterTerm(e, m.Term)
 		return ""
 	}
-	if g.role != RoleLeader || m.Leader != g.cfg.ID || m.Term != g.term || m.Seq > g.seq {
+	if g.role != RoleLeader || m.Term != g.term || m.Inc != g.inc || m.Seq > g.seq || m.Seq == 0 {
 		return ""
 	}
 	f := g.member(m.From)
@@ -367,6 +440,9 @@ func (g *group) resign(e *Engine, target string) string {
 	if g.role != RoleLeader {
 		return "not the leader"
 	}
+	if g.term >= MaxTerm {
+		return "the term space is spent"
+	}
 	if target == "" {
 		target = g.bestSuccessor(e.now)
 	} else if target == g.cfg.ID {
@@ -397,6 +473,12 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 	if m.Term < g.term || m.Term == g.term && m.Leader != g.leader && m.To != g.cfg.ID {
 		return "" // a stale or unknown leader's resignation changes nothing
 	}
+	if m.Term > g.term && g.leader != "" && g.inLease(now) && m.To != g.cfg.ID || m.Term >= MaxTerm {
+		return "" // as for a later leader's claim (onHeartbeat)
+	}
+	if f := g.member(m.From); f != nil {
+		f.departed = true // no hand-off goes back to it until it is heard again
+	}
 	if m.Term > g.term {
 		g.setTerm(m.Term)
 	}
@@ -422,7 +504,7 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 	}
 	g.lastLeaderContact = now
 	g.resetElectionTimer(now)
-	g.sendVote(e, m.To, next, false, true)
+	g.sendVote(e, m.To, next, false, true, true)
 	return ""
 }
 
@@ -436,7 +518,7 @@ func (g *group) transferToBetter(e *Engine) {
 	best := g.bestSuccessor(e.now)
 	m := g.member(best)
 	if m == nil || !outranks(m.priority, m.id, g.cfg.Priority, g.cfg.ID) ||
-		e.now-m.aliveFrom < 2*g.cfg.ElectionTimeoutMs || m.ackSeq+2 < g.seq {
+		e.now-m.aliveFrom < 2*g.cfg.ElectionTimeoutMs || m.ackSeq == 0 || m.ackSeq+2 < g.seq {
 		return
 	}
 	g.resign(e, best)

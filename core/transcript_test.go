@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,12 +16,17 @@ import (
 //
 // Commands (arguments key=value; lists as key=(a,b)):
 //
-//	cluster mode=quorum|bully ids=(a,b,c) [prio=(a:10,b:20)]
+//	cluster mode=quorum|bully ids=(a,b,c) [prio=(a:10,b:20)] [hb=MS et=MS lease=MS]
 //	elapse ms=N            advance time in 10 ms steps, delivering at once; prints events only
+//	tick ms=N              advance time in 1 ms steps, running timers; nothing is delivered
 //	campaign|resign id=X   apply the command at node X; prints what it published
 //	transfer id=X to=Y
 //	deliver [rounds=N]     deliver what is queued, round by round (default: until quiet)
-//	drop                   lose everything queued
+//	deliver [from=X] [to=Y] [type=T] [pre=true|false] [batch]
+//	                       deliver only the queued messages that match, once, in
+//	                       queue order (batch: each receiver gets them in one Step)
+//	drop [from=X] [to=Y] [type=T] [pre=true|false]
+//	                       lose the queued messages that match (default: all)
 //	crash id=X / restart id=X (restart rejoins with X's persisted state)
 //	partition              each input line is one side, ids separated by spaces
 //	heal
@@ -50,6 +56,14 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 		var ids []string
 		d.ScanArgs(t, "ids", &ids)
 		n = newTestNet(t, Mode(arg("mode")), ids...)
+		if d.HasArg("hb") {
+			var hb, et, lease int64
+			d.ScanArgs(t, "hb", &hb)
+			d.ScanArgs(t, "et", &et)
+			d.MaybeScanArgs(t, "lease", &lease)
+			n.cfgHook = func(c *Config) { c.HeartbeatMs, c.ElectionTimeoutMs, c.LeaseMs = hb, et, lease }
+			n = restartAll(n)
+		}
 		if d.HasArg("prio") {
 			var ps []string
 			d.ScanArgs(t, "prio", &ps)
@@ -86,16 +100,32 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 			c.Kind, c.Target = CmdTransfer, arg("to")
 		}
 		n.step(arg("id"), &Input{Now: n.now, Commands: []Command{c}})
+	case "tick":
+		var ms int64
+		d.ScanArgs(t, "ms", &ms)
+		for end := n.now + ms; n.now < end; {
+			n.now++
+			for _, id := range n.ids {
+				if !n.down[id] {
+					n.step(id, &Input{Now: n.now})
+				}
+			}
+		}
 	case "deliver":
+		if match, filtered := queueFilter(t, d); filtered {
+			n.deliverMatching(match, d.HasArg("batch"))
+			break
+		}
 		rounds := 1 << 30
 		d.MaybeScanArgs(t, "rounds", &rounds)
 		for i := 0; i < rounds && len(n.queue) > 0; i++ {
 			n.deliverRound()
 		}
 	case "drop":
-		n.queue = nil
+		match, _ := queueFilter(t, d)
+		n.queue = slices.DeleteFunc(n.queue, match)
 	case "crash":
-		n.down[arg("id")] = true
+		n.crash(arg("id"))
 	case "restart":
 		n.start(arg("id"))
 	case "partition":
@@ -131,6 +161,59 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 	}
 	out := n.take()
 	return fmt.Sprintf("t=%d\n%s", n.now, out)
+}
+
+// queueFilter reads the from, to, type and pre arguments into a predicate on
+// queued messages; filtered reports whether any was given.
+func queueFilter(t *testing.T, d *datadriven.TestData) (match func(queued) bool, filtered bool) {
+	var from, to, typ, pre string
+	for key, dst := range map[string]*string{"from": &from, "to": &to, "type": &typ, "pre": &pre} {
+		if d.HasArg(key) {
+			d.ScanArgs(t, key, dst)
+			filtered = true
+		}
+	}
+	return func(q queued) bool {
+		var m wireMsg
+		if decodeWire(q.msg.Payload, &m) != nil {
+			return typ == "" && pre == ""
+		}
+		return (from == "" || q.from == from) && (to == "" || q.to == to) &&
+			(typ == "" || m.Type == typ) && (pre == "" || strconv.FormatBool(m.Pre) == pre)
+	}, filtered
+}
+
+// deliverMatching delivers once the queued messages that match, in queue
+// order; with batch, each receiver gets all of its messages in one Step.
+func (n *testNet) deliverMatching(match func(queued) bool, batch bool) {
+	var picked []queued
+	n.queue = slices.DeleteFunc(n.queue, func(q queued) bool {
+		if match(q) {
+			picked = append(picked, q)
+			return true
+		}
+		return false
+	})
+	if !batch {
+		for _, q := range picked {
+			if !n.down[q.to] {
+				n.step(q.to, &Input{Now: n.now, Inbound: []Message{q.msg}})
+			}
+		}
+		return
+	}
+	for _, id := range n.ids {
+		var in Input
+		for _, q := range picked {
+			if q.to == id {
+				in.Inbound = append(in.Inbound, q.msg)
+			}
+		}
+		if len(in.Inbound) > 0 && !n.down[id] {
+			in.Now = n.now
+			n.step(id, &in)
+		}
+	}
 }
 
 // restartAll rebuilds every node, so configuration changes take effect.

@@ -33,8 +33,10 @@ type wireMsg struct {
 	Priority  *uint32   `json:"priority,omitempty"`
 	Term      uint64    `json:"term"`
 	Seq       uint64    `json:"seq,omitempty"`
+	Inc       uint64    `json:"inc,omitempty"` // the leader's incarnation, on heartbeats and their acks
 	Pre       bool      `json:"pre,omitempty"`
 	Granted   bool      `json:"granted,omitempty"`
+	Handoff   bool      `json:"handoff,omitempty"` // a vote pushed by a resign, not asked for
 	ElectedAt string    `json:"elected_at,omitempty"`
 	Timestamp flexStamp `json:"timestamp,omitempty"`
 	// The signed envelope (auth.go).
@@ -111,6 +113,9 @@ func checkWire(m *wireMsg) error {
 	}
 	if err := checkName("from", m.From); err != nil {
 		return fmt.Errorf("malformed: %v", err)
+	}
+	if m.Term > MaxTerm {
+		return fmt.Errorf("malformed: term %d exceeds %d", m.Term, uint64(MaxTerm))
 	}
 	// Only the candidate asks for votes for itself, and only a leader speaks
 	// for itself: a message on someone else's behalf is refused here, before

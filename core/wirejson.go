@@ -163,6 +163,8 @@ func (d *jsonScanner) field(m *wireMsg, key []byte) bool {
 		return d.uintField(&m.Term, 1<<64-1)
 	case "seq":
 		return d.uintField(&m.Seq, 1<<64-1)
+	case "inc":
+		return d.uintField(&m.Inc, 1<<64-1)
 	case "epoch":
 		return d.uintField(&m.Epoch, 1<<64-1)
 	case "ctr":
@@ -183,6 +185,8 @@ func (d *jsonScanner) field(m *wireMsg, key []byte) bool {
 		return d.boolField(&m.Pre)
 	case "granted":
 		return d.boolField(&m.Granted)
+	case "handoff":
+		return d.boolField(&m.Handoff)
 	case "timestamp": // informational: a string, a number or null
 		switch c := d.peek(); {
 		case c == '"', c == '-', '0' <= c && c <= '9', c == 'n':
