@@ -6,7 +6,11 @@ package core
 // Input is one batch handed to Engine.Step.
 type Input struct {
 	// Now is the host's monotonic clock in milliseconds. It must not go
-	// backwards; a smaller value is treated as the last one seen.
+	// backwards; a smaller value is treated as the last one seen. Read it
+	// no earlier than the arrival of every message in Inbound: the core
+	// dates what it heard by Now, and a member that heard a leader refuses
+	// votes for an election timeout from then, so a Now from before an
+	// arrival would end that refusal early and let two leases overlap.
 	Now int64 `msg:"now"`
 	// Wall is the wall clock in Unix milliseconds, used only to fill the seed
 	// format's informational "elected_at" and "timestamp" fields; 0 omits

@@ -134,9 +134,6 @@ func (g *group) onResignBully(e *Engine, m *wireMsg) {
 	if m.Leader != g.leader {
 		return
 	}
-	if f := g.member(m.From); f != nil {
-		f.departed = true // no hand-off goes back to it until it is heard again
-	}
 	g.setLeader(e, "", 0)
 	g.role = RoleFollower
 	switch m.To {

@@ -98,13 +98,21 @@ type Config struct {
 	// before it campaigns (plus a priority-ranked, randomised offset of up to
 	// 5/8 of it). Default 2000; at least 3 × HeartbeatMs.
 	ElectionTimeoutMs int64 `msg:"election_timeout_ms"`
-	// MaxDriftPPM bounds how far two members' clock rates may differ, in parts
-	// per million. Default 10000 (1%), at most 100000.
+	// MaxDriftPPM bounds, in parts per million, how far each member's clock
+	// rate may stray from real time (ρ): a clock measures a real interval d
+	// as somewhere in d×(1±ρ), so two members' clocks may differ in rate by
+	// up to 2ρ. Default 10000 (1%), at most 100000.
 	MaxDriftPPM int64 `msg:"max_drift_ppm"`
 	// LeaseMs is how long a quorum leader may act after a majority last
-	// acknowledged it. Default and maximum: ElectionTimeoutMs × (1−drift) /
-	// (1+drift) − 1, so that no follower that acknowledged can vote for anyone
-	// else before the lease has run out, whatever the drift.
+	// acknowledged it, counted on its own clock from when it sent what they
+	// acknowledged. Default and maximum: MaxLeaseMs, ElectionTimeoutMs ×
+	// (1−ρ)/(1+ρ) − 1: the lease then ends, in real time, no later than
+	// LeaseMs/(1−ρ) after that send, while a member that acknowledged grants
+	// no vote for ElectionTimeoutMs of its own clock, at least
+	// ElectionTimeoutMs/(1+ρ) real time after it received it, which is later.
+	// Minimum 2 × HeartbeatMs: a lease is renewed by the acks of the next
+	// heartbeat, which leave a heartbeat interval plus a round trip later;
+	// shorter, the leader loses its lease between heartbeats, forever.
 	LeaseMs int64 `msg:"lease_ms"`
 	// CollectMs is how long a bully candidate waits for a higher candidate
 	// before it declares itself leader: it must exceed a round trip.
@@ -127,6 +135,12 @@ type Config struct {
 	// Only senders listed here are heard; every listed Member needs a key.
 	// This agent's own entry is derived from Key when missing.
 	MemberKeys map[string][]byte `msg:"member_keys"`
+}
+
+// MaxLeaseMs is the longest safe lease for an election timeout and a drift
+// bound ρ (ppm): electionTimeoutMs × (1−ρ)/(1+ρ) − 1 (see Config.LeaseMs).
+func MaxLeaseMs(electionTimeoutMs, maxDriftPPM int64) int64 {
+	return electionTimeoutMs*(1_000_000-maxDriftPPM)/(1_000_000+maxDriftPPM) - 1
 }
 
 // Topic is the bus topic of a group.
@@ -195,12 +209,12 @@ func (c Config) normalize() (Config, error) {
 	if c.MaxDriftPPM < 0 || c.MaxDriftPPM > maxDriftPPM {
 		return c, fmt.Errorf("max_drift_ppm %d: want 0..%d", c.MaxDriftPPM, maxDriftPPM)
 	}
-	maxLease := c.ElectionTimeoutMs*(1_000_000-c.MaxDriftPPM)/(1_000_000+c.MaxDriftPPM) - 1
+	maxLease := MaxLeaseMs(c.ElectionTimeoutMs, c.MaxDriftPPM)
 	if c.LeaseMs == 0 {
 		c.LeaseMs = maxLease
 	}
-	if c.LeaseMs < c.HeartbeatMs || c.LeaseMs > maxLease {
-		return c, fmt.Errorf("lease_ms %d: want heartbeat (%d)..%d (election timeout shrunk by the drift bound)", c.LeaseMs, c.HeartbeatMs, maxLease)
+	if c.LeaseMs < 2*c.HeartbeatMs || c.LeaseMs > maxLease {
+		return c, fmt.Errorf("lease_ms %d: want 2×heartbeat (%d)..%d (election timeout shrunk by the drift bound)", c.LeaseMs, 2*c.HeartbeatMs, maxLease)
 	}
 	if c.CollectMs == 0 {
 		c.CollectMs = c.ElectionTimeoutMs / 4

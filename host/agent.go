@@ -60,14 +60,15 @@ type Stats struct {
 	MessagesOut   uint64 // messages published
 	Rejected      uint64 // inputs the core refused (EventRejected) or the host dropped as oversized
 	Dropped       uint64 // received messages dropped because too many were pending
-	PersistErrors uint64 // Store.Save failures (that batch's publishes were not sent)
+	PersistErrors uint64 // Store.Save failures (the group's publishes are held until a save succeeds)
+	HeldPublishes uint64 // publishes not sent because their group's state was not yet durable
 	PublishErrors uint64 // Publish failures
 	Groups        int    // groups joined
 	Transport     hostfuncs.Stats
 }
 
 type agentCounters struct {
-	steps, in, out, rejected, dropped, persistErrs, publishErrs atomic.Uint64
+	steps, in, out, rejected, dropped, persistErrs, held, publishErrs atomic.Uint64
 }
 
 // Agent runs any number of elections (groups) on one module instance, over
@@ -97,6 +98,7 @@ type Agent struct {
 	closing   bool
 
 	// owned by the loop goroutine
+	gate   core.PersistGate // persist-before-send across batches
 	out    core.Output
 	wakeAt int64
 }
@@ -366,30 +368,37 @@ func (a *Agent) apply(out *core.Output, in *core.Input, reqs []*request) {
 	}
 	a.mu.Unlock()
 
-	// 1. Persist, durably, before anything of this batch is sent.
-	persisted := true
-	for _, p := range out.Persist {
+	// 1. Persist, durably, before anything that rests on it is sent: a
+	// group whose state could not be saved publishes nothing, in this batch
+	// or a later one, until a save succeeds (the gate offers it again).
+	held, err := a.gate.Apply(out, func(p core.GroupState) error {
 		el := els[p.Group]
 		if el == nil {
-			continue // left in this batch
+			return nil // left in this batch: nothing more is sent for it
 		}
 		b, err := p.MarshalMsg(nil)
 		if err == nil {
 			err = a.store.Save(StateName(el.cfg.ID, p.Group), b)
 		}
-		if err != nil {
-			persisted = false
-			a.c.persistErrs.Add(1)
-			a.logger.Error("persisting election state failed; this batch's messages are not sent", "group", p.Group, "term", p.Term, "err", err)
+		return err
+	})
+	if err != nil {
+		a.c.persistErrs.Add(1)
+		a.logger.Error("persisting election state failed; the group's messages are held until a save succeeds", "err", err)
+	}
+	a.c.held.Add(uint64(held))
+	// 2. Publish (in order, by the publisher goroutine).
+	a.pub.enqueue(out.Publishes)
+	// 3. Events. A leadership the same Output revokes (became-leader, then
+	// stepped-down) never starts OnStartedLeading.
+	lastStepDown := map[string]int{}
+	for i, ev := range out.Events {
+		if ev.Kind == core.EventSteppedDown {
+			lastStepDown[ev.Group] = i
 		}
 	}
-	// 2. Publish (in order, by the publisher goroutine).
-	if persisted {
-		a.pub.enqueue(out.Publishes)
-	}
-	// 3. Events.
 	rejected := map[string][]string{}
-	for _, ev := range out.Events {
+	for i, ev := range out.Events {
 		el := els[ev.Group]
 		switch ev.Kind {
 		case core.EventRejected:
@@ -401,7 +410,7 @@ func (a *Agent) apply(out *core.Output, in *core.Input, reqs []*request) {
 				el.newLeader(ev.Leader, ev.Term)
 			}
 		case core.EventBecameLeader:
-			if el != nil {
+			if j, ok := lastStepDown[ev.Group]; el != nil && (!ok || j < i) {
 				el.becameLeader(ev.Term, ev.LeaseUntil)
 			}
 		case core.EventLease:
@@ -462,7 +471,7 @@ func (a *Agent) Stats() Stats {
 	return Stats{
 		Traps: a.eng.Traps(), Steps: a.c.steps.Load(), MessagesIn: a.c.in.Load(),
 		MessagesOut: a.c.out.Load(), Rejected: a.c.rejected.Load(), Dropped: a.c.dropped.Load(),
-		PersistErrors: a.c.persistErrs.Load(), PublishErrors: a.c.publishErrs.Load(),
+		PersistErrors: a.c.persistErrs.Load(), HeldPublishes: a.c.held.Load(), PublishErrors: a.c.publishErrs.Load(),
 		Groups: groups, Transport: a.cfg.Transport.Stats(),
 	}
 }

@@ -10,6 +10,7 @@ package main
 // functions no longer loads unchanged in an Extism SDK (see ABI.md).
 
 import (
+	"fmt"
 	"runtime"
 	"unsafe"
 
@@ -31,17 +32,17 @@ func hostEvent(ptr, n uint32)
 //go:wasmimport electcore log
 func hostLog(level int32, ptr, n uint32)
 
-const (
-	errPersist = 7 // the host's persist() failed: nothing of the batch was published
-	noTimer    = 1 << 31
-)
+const noTimer = 1 << 31
 
 func addr(b []byte) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
 func saddr(s string) uint32 {
 	return uint32(uintptr(unsafe.Pointer(unsafe.StringData(s))))
 }
 
-var stateBuf, eventBuf []byte
+var (
+	stateBuf, eventBuf []byte
+	gate               core.PersistGate
+)
 
 // hdRun steps the engine with in (Now read from the host) and applies the
 // output through the imports. It returns the delay (ms) until hd_tick is due,
@@ -56,16 +57,24 @@ func hdRun(fill func() error) int64 {
 		in.Now = hostNow()
 		out.Reset()
 		engine.Step(&in, &out)
-		for _, p := range out.Persist {
+		// A group whose state the host could not persist publishes nothing,
+		// now or later, until persist() succeeds (the gate offers it again
+		// on every call); its events are still delivered.
+		held, perr := gate.Apply(&out, func(p core.GroupState) error {
 			var err error
 			stateBuf, err = p.MarshalMsg(stateBuf[:0])
 			if err != nil {
-				return fail(errEncode, "encode state: %v", err)
+				return err
 			}
-			if rc := hostPersist(saddr(p.Group), uint32(len(p.Group)), addr(stateBuf), uint32(len(stateBuf))); rc != 0 {
-				return fail(errPersist, "persist %q failed (%d): the batch's publishes were not sent", p.Group, rc)
-			}
+			rc := hostPersist(saddr(p.Group), uint32(len(p.Group)), addr(stateBuf), uint32(len(stateBuf)))
 			runtime.KeepAlive(p.Group)
+			if rc != 0 {
+				return fmt.Errorf("persist %q failed (%d)", p.Group, rc)
+			}
+			return nil
+		})
+		if perr != nil {
+			hdLog(3, fmt.Sprintf("%v: %d publishes held until persist() succeeds", perr, held))
 		}
 		for _, m := range out.Publishes {
 			if rc := hostPublish(saddr(m.Topic), uint32(len(m.Topic)), addr(m.Payload), uint32(len(m.Payload))); rc != 0 {

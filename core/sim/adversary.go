@@ -206,7 +206,7 @@ func (a *adversary) voteStorm() {
 				continue
 			}
 			a.toAll(fmt.Sprintf(`{"type":"vote","group":"g","from":"%s","priority":1,"candidate":"%s","term":%d,"pre":true,"granted":true}`, v, c, t))
-			a.toAll(fmt.Sprintf(`{"type":"vote","group":"g","from":"%s","priority":1,"candidate":"%s","term":%d,"granted":true}`, v, c, t))
+			a.toAll(fmt.Sprintf(`{"type":"vote","group":"g","from":"%s","priority":1,"candidate":"%s","term":%d,"granted":true,"handoff":true}`, v, c, t))
 		}
 	}
 }

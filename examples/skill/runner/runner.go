@@ -296,7 +296,7 @@ func (r *Runner) loop(ctx context.Context, delay int64) {
 		case err == nil:
 			arm(d)
 		case errors.As(err, &me):
-			arm(100) // e.g. persist failed (-7): nothing was sent; try again soon
+			arm(100) // the module refused the call: try again soon
 			return err
 		case ctx.Err() == nil:
 			r.traps++

@@ -1,0 +1,88 @@
+package core
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestPersistGateHoldsDependentPublishes: a failed save keeps the state
+// dirty, and nothing of that group is published, in that batch or any
+// later one, until a save succeeds (issue 9, defect 5). Other groups are
+// unaffected.
+func TestPersistGateHoldsDependentPublishes(t *testing.T) {
+	var gate PersistGate
+	failing := true
+	var saved []GroupState
+	save := func(s GroupState) error {
+		if failing && s.Group == "g" {
+			return errors.New("disk full")
+		}
+		saved = append(saved, s)
+		return nil
+	}
+	pub := func(group string) Message { return Message{Topic: Topic(group), Payload: []byte(`{}`)} }
+
+	out := Output{Persist: States{{Group: "g", Term: 3, Vote: "a"}, {Group: "h", Term: 1}},
+		Publishes: Messages{pub("g"), pub("h")}}
+	held, err := gate.Apply(&out, save)
+	if err == nil || held != 1 || len(out.Publishes) != 1 || out.Publishes[0].Topic != Topic("h") {
+		t.Fatalf("held %d, err %v, publishes %v", held, err, out.Publishes)
+	}
+	// A later batch with no state change: g's ack still rests on term 3.
+	out = Output{Publishes: Messages{pub("g")}}
+	if held, _ := gate.Apply(&out, save); held != 1 || len(out.Publishes) != 0 || !gate.Unsaved("g") {
+		t.Fatalf("later batch: held %d, publishes %v", held, out.Publishes)
+	}
+	// A newer state replaces the unsaved one; once saving works, only the
+	// latest is written and publishing resumes.
+	failing = false
+	out = Output{Persist: States{{Group: "g", Term: 4, Vote: "b"}}, Publishes: Messages{pub("g")}}
+	if held, err := gate.Apply(&out, save); held != 0 || err != nil || len(out.Publishes) != 1 {
+		t.Fatalf("after recovery: held %d, err %v, publishes %v", held, err, out.Publishes)
+	}
+	last := saved[len(saved)-1]
+	if last.Group != "g" || last.Term != 4 || last.Vote != "b" || gate.Unsaved("g") {
+		t.Fatalf("saved %+v, unsaved %v", saved, gate.Unsaved("g"))
+	}
+	for _, s := range saved {
+		if s.Group == "g" && s.Term == 3 {
+			t.Fatalf("the superseded state was written: %+v", saved)
+		}
+	}
+}
+
+// TestPersistGateEngineCrash drives a real engine: a vote granted while its
+// save fails is never sent, and after the failing saves the restarted node
+// (from what was durable) cannot have told anyone a vote it forgot.
+func TestPersistGateEngineCrash(t *testing.T) {
+	e := NewEngine()
+	var out Output
+	if err := e.Join(GroupSpec{Config: Config{ID: "a", Group: "g", Members: []string{"a", "b", "c"}}}, 0, &out); err != nil {
+		t.Fatal(err)
+	}
+	var gate PersistGate
+	durable := GroupState{}
+	fail := false
+	save := func(s GroupState) error {
+		if fail {
+			return errors.New("EIO")
+		}
+		durable = s
+		return nil
+	}
+	gate.Apply(&out, save)
+	fail = true
+	out.Reset()
+	e.Step(&Input{Now: 5000, Inbound: Messages{{Topic: Topic("g"),
+		Payload: []byte(`{"type":"election","group":"g","from":"b","candidate":"b","priority":1,"term":1}`)}}}, &out)
+	if len(out.Publishes) == 0 {
+		t.Fatal("the engine granted no vote: the test no longer exercises the gate")
+	}
+	held, err := gate.Apply(&out, save)
+	if err == nil || held == 0 || len(out.Publishes) != 0 {
+		t.Fatalf("vote sent without its state durable: held %d, err %v, %q", held, err, out.Publishes)
+	}
+	if durable.Term != 0 || durable.Vote != "" {
+		t.Fatalf("durable %+v", durable)
+	}
+}

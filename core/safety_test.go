@@ -1,0 +1,137 @@
+package core
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// Issue 9, defect 4: one forged message must not move the group's terms out
+// of reach. Terms never wrap, no message moves a member further than
+// MaxTermJump, and votes and acks addressed to others move no one.
+func TestForgedTermsCannotStopElections(t *testing.T) {
+	for _, tc := range []struct {
+		name, payload, reason string
+	}{
+		{"wrapping term", `{"type":"leader","group":"g","from":"b","leader":"b","term":18446744073709551615}`, "exceeds"},
+		{"beyond MaxTerm", fmt.Sprintf(`{"type":"heartbeat","group":"g","from":"b","leader":"b","term":%d}`, uint64(MaxTerm)+1), "exceeds"},
+		{"implausible jump", fmt.Sprintf(`{"type":"heartbeat","group":"g","from":"b","leader":"b","term":%d}`, uint64(MaxTermJump)+2), "implausibly far ahead"},
+		{"vote for another", `{"type":"vote","group":"g","from":"b","candidate":"c","term":500,"granted":true}`, ""},
+		{"vote request jump", fmt.Sprintf(`{"type":"election","group":"g","from":"b","candidate":"b","priority":1,"term":%d}`, uint64(MaxTermJump)+5), "implausibly far ahead"},
+		{"ack for another", `{"type":"ack","group":"g","from":"b","leader":"c","term":500,"seq":1}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newTestNet(t, ModeQuorum, "a", "b", "c")
+			n.advance(3000, 10)
+			before := n.status("a")
+			n.take()
+			n.step("a", &Input{Now: n.now, Inbound: []Message{{Topic: Topic("g"), Payload: []byte(tc.payload)}}})
+			got := n.take()
+			after := n.status("a")
+			if after.Term != before.Term || after.Vote != before.Vote || after.Leader != before.Leader {
+				t.Fatalf("state moved: %+v → %+v\n%s", before, after, got)
+			}
+			if tc.reason != "" && !strings.Contains(got, tc.reason) {
+				t.Fatalf("want a rejection naming %q, got:\n%s", tc.reason, got)
+			}
+			// Elections still work afterwards.
+			n.crash(strings.Split(n.leaders()[0], "@")[0])
+			n.advance(6000, 10)
+			if ls := n.leaders(); len(ls) != 1 {
+				t.Fatalf("no leader after the forged message: %v", ls)
+			}
+		})
+	}
+}
+
+// A member at MaxTerm holds no election (its next term would not fit) and
+// says so by staying a follower; a state beyond MaxTerm (written by an older
+// version) is refused at join with what to do about it.
+func TestTermsNeverWrap(t *testing.T) {
+	e := NewEngine()
+	var out Output
+	cfg := Config{ID: "a", Group: "g", Members: []string{"a"}}
+	if err := e.Join(GroupSpec{Config: cfg, State: GroupState{Group: "g", Term: MaxTerm}}, 0, &out); err != nil {
+		t.Fatal(err)
+	}
+	for now := int64(0); now < 20_000; now += 100 {
+		out.Reset()
+		e.Step(&Input{Now: now}, &out)
+		if len(out.Publishes) > 0 {
+			t.Fatalf("published at MaxTerm: %s", out.Publishes[0].Payload)
+		}
+	}
+	if s, _ := e.Status("g"); s.Term != MaxTerm || s.Role == RoleLeader {
+		t.Fatalf("status %+v", s)
+	}
+	err := NewEngine().Join(GroupSpec{Config: cfg, State: GroupState{Group: "g", Term: MaxTerm + 1}}, 0, &out)
+	if err == nil || !strings.Contains(err.Error(), "delete the group's state file") {
+		t.Fatalf("join with term beyond MaxTerm: %v", err)
+	}
+}
+
+// Issue 9, defect 7: events say exactly what happened, in a defined order.
+func TestEventsCarryTheRightTerms(t *testing.T) {
+	t.Run("same leader, new term", func(t *testing.T) {
+		n := newTestNet(t, ModeQuorum, "a", "b", "c")
+		n.advance(3000, 10)
+		l := strings.Split(n.leaders()[0], "@")[0]
+		f := "a"
+		if l == "a" {
+			f = "b"
+		}
+		n.take()
+		hb := fmt.Sprintf(`{"type":"heartbeat","group":"g","from":"%s","leader":"%s","term":2,"seq":99}`, l, l)
+		n.step(f, &Input{Now: n.now, Inbound: []Message{{Topic: Topic("g"), Payload: []byte(hb)}}})
+		if got := n.take(); !strings.Contains(got, f+": leader-changed term=2 leader="+l) {
+			t.Fatalf("no leader-changed for the leader's new term:\n%s", got)
+		}
+	})
+	t.Run("bully stepped-down names the term led", func(t *testing.T) {
+		n := newTestNet(t, ModeBully, "a", "b")
+		n.prio["a"], n.prio["b"] = 1, 2
+		restartAll(n)
+		n.partition([]string{"a"}, []string{"b"})
+		n.advance(5000, 10)
+		sa, sb := n.status("a"), n.status("b")
+		if sa.Role != RoleLeader || sb.Role != RoleLeader {
+			t.Fatalf("want two leaders in a partition: %+v %+v", sa, sb)
+		}
+		n.take()
+		clear(n.cut)
+		n.advance(2000, 10)
+		got := n.take()
+		want := fmt.Sprintf("a: stepped-down term=%d", sa.Term)
+		if !strings.Contains(got, want) {
+			t.Fatalf("want %q (the term a led) in:\n%s", want, got)
+		}
+	})
+	t.Run("became-leader first, never with a lease already over", func(t *testing.T) {
+		e := NewEngine()
+		var out Output
+		if err := e.Join(GroupSpec{Config: Config{ID: "a", Group: "g", Members: []string{"a", "b", "c"}}}, 0, &out); err != nil {
+			t.Fatal(err)
+		}
+		out.Reset()
+		e.Step(&Input{Now: 0, Commands: []Command{{Kind: CmdCampaign, Group: "g"}}}, &out)
+		out.Reset()
+		e.Step(&Input{Now: 1, Inbound: Messages{{Topic: Topic("g"), Payload: []byte(`{"type":"vote","group":"g","from":"b","candidate":"a","term":1,"pre":true,"granted":true}`)}}}, &out)
+		// The one vote needed arrives long after the request: the lease it
+		// would grant from the request is over.
+		out.Reset()
+		e.Step(&Input{Now: 1 + 1990, Inbound: Messages{{Topic: Topic("g"), Payload: []byte(`{"type":"vote","group":"g","from":"b","candidate":"a","term":1,"granted":true}`)}}}, &out)
+		var kinds []string
+		for _, ev := range out.Events {
+			kinds = append(kinds, ev.Kind.String())
+			if ev.Kind == EventBecameLeader && ev.LeaseUntil != 0 && ev.LeaseUntil <= 1991 {
+				t.Fatalf("became-leader with a lease already over: %+v", ev)
+			}
+		}
+		if strings.Join(kinds, ",") != "became-leader,leader-changed" {
+			t.Fatalf("events %v", kinds)
+		}
+		if s, _ := e.Status("g"); s.Role != RoleLeader {
+			t.Fatalf("stepped down in the same Output: %+v", s)
+		}
+	})
+}
