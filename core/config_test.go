@@ -41,6 +41,9 @@ func TestConfigRejects(t *testing.T) {
 		{"heartbeat too small", func(c *Config) { c.HeartbeatMs = 5 }, "heartbeat_ms"},
 		{"timeout under 3 heartbeats", func(c *Config) { c.HeartbeatMs = 500; c.ElectionTimeoutMs = 1000 }, "election_timeout_ms"},
 		{"lease beyond the drift bound", func(c *Config) { c.LeaseMs = 1960 }, "lease_ms"},
+		// Renewed by the next heartbeat's acks, a heartbeat plus a round trip
+		// later: a shorter lease lapses between heartbeats, forever.
+		{"lease under two heartbeats", func(c *Config) { c.LeaseMs = 999 }, "lease_ms 999: want 2×heartbeat (1000)"},
 		{"negative drift", func(c *Config) { c.MaxDriftPPM = -1 }, "max_drift_ppm"},
 		{"collect beyond timeout", func(c *Config) { c.CollectMs = 5000 }, "collect_ms"},
 	} {

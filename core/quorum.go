@@ -479,6 +479,12 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 	if f := g.member(m.From); f != nil {
 		f.departed = true // no hand-off goes back to it until it is heard again
 	}
+	if g.role == RoleLeader {
+		// Unreachable among honest members (a leader ignores a later term's
+		// resign while it leads), but a leader leaves its role only through
+		// stepDown, so that the application always hears it.
+		g.stepDown(e, "a later term's leader resigned")
+	}
 	if m.Term > g.term {
 		g.setTerm(m.Term)
 	}

@@ -194,8 +194,7 @@ func deriveTiming(mode core.Mode, hb, et, lease, grace time.Duration, withCmd bo
 		return t, usageErrorf("--election-timeout %v must be at least 3×--heartbeat (%v)", time.Duration(t.electionTimeoutMs)*time.Millisecond, 3*hb)
 	}
 	etd := time.Duration(t.electionTimeoutMs) * time.Millisecond
-	d := int64(core.DefaultMaxDriftPPM)
-	maxLease := time.Duration(t.electionTimeoutMs*(1_000_000-d)/(1_000_000+d)-1) * time.Millisecond
+	maxLease := time.Duration(core.MaxLeaseMs(t.electionTimeoutMs, core.DefaultMaxDriftPPM)) * time.Millisecond
 	t.grace = grace
 	if mode != core.ModeQuorum || !withCmd {
 		if t.grace == 0 {
