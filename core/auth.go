@@ -246,7 +246,8 @@ func appendCanonical(b []byte, group string, m *wireMsg) []byte {
 	b = append(b, flags)
 	b = binary.BigEndian.AppendUint32(b, prio)
 	b = binary.BigEndian.AppendUint64(b, m.Seq)
-	return binary.BigEndian.AppendUint64(b, m.Inc)
+	b = binary.BigEndian.AppendUint64(b, m.Inc)
+	return binary.BigEndian.AppendUint64(b, m.LeaderInc)
 }
 
 func appendLP(b []byte, s string) []byte {

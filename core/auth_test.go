@@ -360,7 +360,7 @@ func TestAuthConfigValidation(t *testing.T) {
 func TestCanonicalCoversWireFields(t *testing.T) {
 	covered := map[string]bool{
 		"Type": true, "Group": true, "From": true, "Candidate": true, "Leader": true, "To": true,
-		"Priority": true, "Term": true, "Seq": true, "Inc": true, "Pre": true, "Granted": true, "Handoff": true,
+		"Priority": true, "Term": true, "Seq": true, "Inc": true, "LeaderInc": true, "Pre": true, "Granted": true, "Handoff": true,
 		"Epoch": true, "Ctr": true,
 	}
 	notCovered := map[string]string{
@@ -383,17 +383,18 @@ func TestCanonicalCoversWireFields(t *testing.T) {
 		"type": {Type: "ack", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1},
 		"from": {Type: "vote", From: "c", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1},
 		// Length prefixes: moving a byte between adjacent strings changes it.
-		"shift":    {Type: "vote", From: "b", Candidate: "", Leader: "a", Term: 2, Epoch: 1, Ctr: 1},
-		"to":       {Type: "vote", From: "b", Candidate: "a", To: "a", Term: 2, Epoch: 1, Ctr: 1},
-		"term":     {Type: "vote", From: "b", Candidate: "a", Term: 3, Epoch: 1, Ctr: 1},
-		"epoch":    {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 2, Ctr: 1},
-		"ctr":      {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 2},
-		"priority": {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Priority: &p},
-		"pre":      {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Pre: true},
-		"granted":  {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Granted: true},
-		"seq":      {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Seq: 1},
-		"inc":      {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Inc: 1},
-		"handoff":  {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Handoff: true},
+		"shift":      {Type: "vote", From: "b", Candidate: "", Leader: "a", Term: 2, Epoch: 1, Ctr: 1},
+		"to":         {Type: "vote", From: "b", Candidate: "a", To: "a", Term: 2, Epoch: 1, Ctr: 1},
+		"term":       {Type: "vote", From: "b", Candidate: "a", Term: 3, Epoch: 1, Ctr: 1},
+		"epoch":      {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 2, Ctr: 1},
+		"ctr":        {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 2},
+		"priority":   {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Priority: &p},
+		"pre":        {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Pre: true},
+		"granted":    {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Granted: true},
+		"seq":        {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Seq: 1},
+		"inc":        {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Inc: 1},
+		"handoff":    {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Handoff: true},
+		"leader_inc": {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, LeaderInc: 1},
 	} {
 		e := enc(m)
 		if prev, dup := seen[e]; dup {

@@ -35,6 +35,14 @@ type Message struct {
 type GroupSpec struct {
 	Config Config     `msg:"config"`
 	State  GroupState `msg:"state"`
+	// Incarnation tells this run of the agent from every other process that
+	// uses the same ID: a restart, or a second process given the ID by
+	// mistake. Hosts draw it at random for every join; every message carries
+	// it, so the core notices another process speaking with this agent's ID,
+	// or with a member's ID from two incarnations at once
+	// (EventDuplicateID). 0 derives one from Config.Seed and the join epoch,
+	// which tells restarts apart but not two processes with fresh state.
+	Incarnation uint64 `msg:"inc,omitempty"`
 }
 
 // GroupState is what a group needs persisted: its term and the vote it cast
@@ -128,6 +136,11 @@ const (
 	// EventJoined: a group was joined; EventLeft: it was removed.
 	EventJoined
 	EventLeft
+	// EventDuplicateID: another process speaks with this agent's ID, or a
+	// member's ID is heard from two live incarnations at once. Two agents
+	// with one ID vote twice and break the quorum's guarantee: Reason says
+	// which ID and how to fix it. Reported once per election timeout per ID.
+	EventDuplicateID
 )
 
 func (k EventKind) String() string {
@@ -146,6 +159,8 @@ func (k EventKind) String() string {
 		return "joined"
 	case EventLeft:
 		return "left"
+	case EventDuplicateID:
+		return "duplicate-id"
 	}
 	return "unknown"
 }
@@ -202,6 +217,8 @@ type Status struct {
 	Elections uint64         `msg:"elections"` // campaigns this agent started
 	Received  uint64         `msg:"received"`  // wire messages accepted
 	Rejected  uint64         `msg:"rejected"`  // wire messages refused
+	// Duplicates counts EventDuplicateID reports.
+	Duplicates uint64 `msg:"duplicates"`
 	// Authentication (auth.go): the mode, this agent's epoch, and the
 	// refusals by reason (all included in Rejected).
 	Auth     AuthMode `msg:"auth"`

@@ -380,20 +380,38 @@ func (z Events) Msgsize() (s int) {
 // MarshalMsg implements msgp.Marshaler
 func (z *GroupSpec) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 2
-	// string "config"
-	o = append(o, 0x82, 0xa6, 0x63, 0x6f, 0x6e, 0x66, 0x69, 0x67)
-	o, err = z.Config.MarshalMsg(o)
-	if err != nil {
-		err = msgp.WrapError(err, "Config")
-		return
+	// check for omitted fields
+	zb0001Len := uint32(3)
+	var zb0001Mask uint8 /* 3 bits */
+	_ = zb0001Mask
+	if z.Incarnation == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x4
 	}
-	// string "state"
-	o = append(o, 0xa5, 0x73, 0x74, 0x61, 0x74, 0x65)
-	o, err = z.State.MarshalMsg(o)
-	if err != nil {
-		err = msgp.WrapError(err, "State")
-		return
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		// string "config"
+		o = append(o, 0xa6, 0x63, 0x6f, 0x6e, 0x66, 0x69, 0x67)
+		o, err = z.Config.MarshalMsg(o)
+		if err != nil {
+			err = msgp.WrapError(err, "Config")
+			return
+		}
+		// string "state"
+		o = append(o, 0xa5, 0x73, 0x74, 0x61, 0x74, 0x65)
+		o, err = z.State.MarshalMsg(o)
+		if err != nil {
+			err = msgp.WrapError(err, "State")
+			return
+		}
+		if (zb0001Mask & 0x4) == 0 { // if not omitted
+			// string "inc"
+			o = append(o, 0xa3, 0x69, 0x6e, 0x63)
+			o = msgp.AppendUint64(o, z.Incarnation)
+		}
 	}
 	return
 }
@@ -408,6 +426,8 @@ func (z *GroupSpec) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	var zb0001Mask uint8 /* 1 bits */
+	_ = zb0001Mask
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -428,6 +448,13 @@ func (z *GroupSpec) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "State")
 				return
 			}
+		case "inc":
+			z.Incarnation, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Incarnation")
+				return
+			}
+			zb0001Mask |= 0x1
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -436,13 +463,18 @@ func (z *GroupSpec) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			}
 		}
 	}
+	// Clear omitted fields.
+	if (zb0001Mask & 0x1) == 0 {
+		z.Incarnation = 0
+	}
+
 	o = bts
 	return
 }
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *GroupSpec) Msgsize() (s int) {
-	s = 1 + 7 + z.Config.Msgsize() + 6 + z.State.Msgsize()
+	s = 1 + 7 + z.Config.Msgsize() + 6 + z.State.Msgsize() + 4 + msgp.Uint64Size
 	return
 }
 
@@ -566,20 +598,38 @@ func (z *Input) MarshalMsg(b []byte) (o []byte, err error) {
 			o = append(o, 0xa4, 0x6a, 0x6f, 0x69, 0x6e)
 			o = msgp.AppendArrayHeader(o, uint32(len(z.Join)))
 			for za0001 := range z.Join {
-				// map header, size 2
-				// string "config"
-				o = append(o, 0x82, 0xa6, 0x63, 0x6f, 0x6e, 0x66, 0x69, 0x67)
-				o, err = z.Join[za0001].Config.MarshalMsg(o)
-				if err != nil {
-					err = msgp.WrapError(err, "Join", za0001, "Config")
-					return
+				// check for omitted fields
+				zb0002Len := uint32(3)
+				var zb0002Mask uint8 /* 3 bits */
+				_ = zb0002Mask
+				if z.Join[za0001].Incarnation == 0 {
+					zb0002Len--
+					zb0002Mask |= 0x4
 				}
-				// string "state"
-				o = append(o, 0xa5, 0x73, 0x74, 0x61, 0x74, 0x65)
-				o, err = z.Join[za0001].State.MarshalMsg(o)
-				if err != nil {
-					err = msgp.WrapError(err, "Join", za0001, "State")
-					return
+				// variable map header, size zb0002Len
+				o = append(o, 0x80|uint8(zb0002Len))
+
+				// skip if no fields are to be emitted
+				if zb0002Len != 0 {
+					// string "config"
+					o = append(o, 0xa6, 0x63, 0x6f, 0x6e, 0x66, 0x69, 0x67)
+					o, err = z.Join[za0001].Config.MarshalMsg(o)
+					if err != nil {
+						err = msgp.WrapError(err, "Join", za0001, "Config")
+						return
+					}
+					// string "state"
+					o = append(o, 0xa5, 0x73, 0x74, 0x61, 0x74, 0x65)
+					o, err = z.Join[za0001].State.MarshalMsg(o)
+					if err != nil {
+						err = msgp.WrapError(err, "Join", za0001, "State")
+						return
+					}
+					if (zb0002Mask & 0x4) == 0 { // if not omitted
+						// string "inc"
+						o = append(o, 0xa3, 0x69, 0x6e, 0x63)
+						o = msgp.AppendUint64(o, z.Join[za0001].Incarnation)
+					}
 				}
 			}
 		}
@@ -670,6 +720,8 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					err = msgp.WrapError(err, "Join", za0001)
 					return
 				}
+				var zb0003Mask uint8 /* 1 bits */
+				_ = zb0003Mask
 				for zb0003 > 0 {
 					zb0003--
 					field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -690,6 +742,13 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 							err = msgp.WrapError(err, "Join", za0001, "State")
 							return
 						}
+					case "inc":
+						z.Join[za0001].Incarnation, bts, err = msgp.ReadUint64Bytes(bts)
+						if err != nil {
+							err = msgp.WrapError(err, "Join", za0001, "Incarnation")
+							return
+						}
+						zb0003Mask |= 0x1
 					default:
 						bts, err = msgp.Skip(bts)
 						if err != nil {
@@ -698,6 +757,11 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 						}
 					}
 				}
+				// Clear omitted fields.
+				if (zb0003Mask & 0x1) == 0 {
+					z.Join[za0001].Incarnation = 0
+				}
+
 			}
 			zb0001Mask |= 0x2
 		case "in":
@@ -839,7 +903,7 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 func (z *Input) Msgsize() (s int) {
 	s = 1 + 4 + msgp.Int64Size + 5 + msgp.Int64Size + 5 + msgp.ArrayHeaderSize
 	for za0001 := range z.Join {
-		s += 1 + 7 + z.Join[za0001].Config.Msgsize() + 6 + z.Join[za0001].State.Msgsize()
+		s += 1 + 7 + z.Join[za0001].Config.Msgsize() + 6 + z.Join[za0001].State.Msgsize() + 4 + msgp.Uint64Size
 	}
 	s += 3 + msgp.ArrayHeaderSize
 	for za0002 := range z.Inbound {
@@ -857,20 +921,38 @@ func (z Joins) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	o = msgp.AppendArrayHeader(o, uint32(len(z)))
 	for za0001 := range z {
-		// map header, size 2
-		// string "config"
-		o = append(o, 0x82, 0xa6, 0x63, 0x6f, 0x6e, 0x66, 0x69, 0x67)
-		o, err = z[za0001].Config.MarshalMsg(o)
-		if err != nil {
-			err = msgp.WrapError(err, za0001, "Config")
-			return
+		// check for omitted fields
+		zb0001Len := uint32(3)
+		var zb0001Mask uint8 /* 3 bits */
+		_ = zb0001Mask
+		if z[za0001].Incarnation == 0 {
+			zb0001Len--
+			zb0001Mask |= 0x4
 		}
-		// string "state"
-		o = append(o, 0xa5, 0x73, 0x74, 0x61, 0x74, 0x65)
-		o, err = z[za0001].State.MarshalMsg(o)
-		if err != nil {
-			err = msgp.WrapError(err, za0001, "State")
-			return
+		// variable map header, size zb0001Len
+		o = append(o, 0x80|uint8(zb0001Len))
+
+		// skip if no fields are to be emitted
+		if zb0001Len != 0 {
+			// string "config"
+			o = append(o, 0xa6, 0x63, 0x6f, 0x6e, 0x66, 0x69, 0x67)
+			o, err = z[za0001].Config.MarshalMsg(o)
+			if err != nil {
+				err = msgp.WrapError(err, za0001, "Config")
+				return
+			}
+			// string "state"
+			o = append(o, 0xa5, 0x73, 0x74, 0x61, 0x74, 0x65)
+			o, err = z[za0001].State.MarshalMsg(o)
+			if err != nil {
+				err = msgp.WrapError(err, za0001, "State")
+				return
+			}
+			if (zb0001Mask & 0x4) == 0 { // if not omitted
+				// string "inc"
+				o = append(o, 0xa3, 0x69, 0x6e, 0x63)
+				o = msgp.AppendUint64(o, z[za0001].Incarnation)
+			}
 		}
 	}
 	return
@@ -898,6 +980,8 @@ func (z *Joins) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			err = msgp.WrapError(err, zb0001)
 			return
 		}
+		var zb0003Mask uint8 /* 1 bits */
+		_ = zb0003Mask
 		for zb0003 > 0 {
 			zb0003--
 			field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -918,6 +1002,13 @@ func (z *Joins) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					err = msgp.WrapError(err, zb0001, "State")
 					return
 				}
+			case "inc":
+				(*z)[zb0001].Incarnation, bts, err = msgp.ReadUint64Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, zb0001, "Incarnation")
+					return
+				}
+				zb0003Mask |= 0x1
 			default:
 				bts, err = msgp.Skip(bts)
 				if err != nil {
@@ -926,6 +1017,11 @@ func (z *Joins) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				}
 			}
 		}
+		// Clear omitted fields.
+		if (zb0003Mask & 0x1) == 0 {
+			(*z)[zb0001].Incarnation = 0
+		}
+
 	}
 	o = bts
 	return
@@ -935,7 +1031,7 @@ func (z *Joins) UnmarshalMsg(bts []byte) (o []byte, err error) {
 func (z Joins) Msgsize() (s int) {
 	s = msgp.ArrayHeaderSize
 	for zb0004 := range z {
-		s += 1 + 7 + z[zb0004].Config.Msgsize() + 6 + z[zb0004].State.Msgsize()
+		s += 1 + 7 + z[zb0004].Config.Msgsize() + 6 + z[zb0004].State.Msgsize() + 4 + msgp.Uint64Size
 	}
 	return
 }
@@ -1465,9 +1561,9 @@ func (z States) Msgsize() (s int) {
 // MarshalMsg implements msgp.Marshaler
 func (z *Status) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 18
+	// map header, size 19
 	// string "group"
-	o = append(o, 0xde, 0x0, 0x12, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
+	o = append(o, 0xde, 0x0, 0x13, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
 	o = msgp.AppendString(o, z.Group)
 	// string "id"
 	o = append(o, 0xa2, 0x69, 0x64)
@@ -1521,6 +1617,9 @@ func (z *Status) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "rejected"
 	o = append(o, 0xa8, 0x72, 0x65, 0x6a, 0x65, 0x63, 0x74, 0x65, 0x64)
 	o = msgp.AppendUint64(o, z.Rejected)
+	// string "duplicates"
+	o = append(o, 0xaa, 0x64, 0x75, 0x70, 0x6c, 0x69, 0x63, 0x61, 0x74, 0x65, 0x73)
+	o = msgp.AppendUint64(o, z.Duplicates)
 	// string "auth"
 	o = append(o, 0xa4, 0x61, 0x75, 0x74, 0x68)
 	o, err = z.Auth.MarshalMsg(o)
@@ -1691,6 +1790,12 @@ func (z *Status) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Rejected")
 				return
 			}
+		case "duplicates":
+			z.Duplicates, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Duplicates")
+				return
+			}
 		case "auth":
 			bts, err = z.Auth.UnmarshalMsg(bts)
 			if err != nil {
@@ -1739,6 +1844,6 @@ func (z *Status) Msgsize() (s int) {
 	for za0001 := range z.Members {
 		s += 1 + 3 + msgp.StringPrefixSize + len(z.Members[za0001].ID) + 9 + msgp.Uint32Size + 11 + msgp.Int64Size
 	}
-	s += 10 + msgp.Uint64Size + 9 + msgp.Uint64Size + 9 + msgp.Uint64Size + 5 + z.Auth.Msgsize() + 6 + msgp.Uint64Size + 9 + msgp.Uint64Size + 7 + msgp.Uint64Size + 9 + msgp.Uint64Size
+	s += 10 + msgp.Uint64Size + 9 + msgp.Uint64Size + 9 + msgp.Uint64Size + 11 + msgp.Uint64Size + 5 + z.Auth.Msgsize() + 6 + msgp.Uint64Size + 9 + msgp.Uint64Size + 7 + msgp.Uint64Size + 9 + msgp.Uint64Size
 	return
 }

@@ -122,6 +122,9 @@ func (e *Engine) join(spec *GroupSpec) {
 		return
 	}
 	g := newGroup(cfg, spec.State, e.now)
+	if spec.Incarnation != 0 {
+		g.inc = spec.Incarnation
+	}
 	g.initAuth()
 	e.dirty = append(e.dirty, g) // the new epoch, persisted before any publish
 	e.groups[topic] = g
@@ -146,7 +149,7 @@ func (e *Engine) receive(m *Message) {
 		e.reject(g.cfg.Group, fmt.Sprintf("wrong group %q", e.msg.Group))
 		return
 	}
-	if e.msg.From == g.cfg.ID {
+	if e.msg.From == g.cfg.ID && (e.msg.Inc == 0 || e.msg.Inc == g.inc) {
 		return // our own publish, echoed back by the bus
 	}
 	if g.auth != nil {
@@ -156,6 +159,11 @@ func (e *Engine) receive(m *Message) {
 			return
 		}
 	}
+	if e.msg.From == g.cfg.ID {
+		g.duplicateSelf(e, e.msg.Inc)
+		return // another process with our id: nothing it says is ours
+	}
+	g.trackIncarnation(e, &e.msg)
 	var reason string
 	if g.cfg.Mode == ModeQuorum {
 		reason = g.stepQuorum(e, &e.msg)

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -57,7 +58,9 @@ type group struct {
 
 	rng rand.PCG
 
-	elections, received, rejected uint64
+	elections, received, rejected, duplicates uint64
+	selfDupAt                               int64 // another process with our ID, last reported
+	selfDupOnce                             bool
 
 	// epoch counts this agent's joins of the group (GroupState.Epoch),
 	// raised at every join; inc, drawn from it and the seed, tells this
@@ -85,6 +88,12 @@ type member struct {
 	heardOnce bool
 	aliveFrom int64  // start of the current run of contact, for "healthy"
 	departed  bool   // it resigned and has not been heard since: never a hand-off target
+	// inc and prevInc are the member's last two incarnations heard; a
+	// process that restarted never comes back to prevInc, a second process
+	// with the same ID does. dupAt: when that was last reported.
+	inc, prevInc uint64
+	dupAt        int64
+	dupOnce      bool
 	ackSeq    uint64 // leader: highest heartbeat seq this member acked
 }
 
@@ -147,6 +156,37 @@ func (g *group) heard(id string, prio *uint32, now int64) *member {
 	m.departed = false
 	m.lastHeard, m.heardOnce = now, true
 	return m
+}
+
+// duplicateSelf reports a message that carries this agent's ID but another
+// incarnation: a second process runs with our ID.
+func (g *group) duplicateSelf(e *Engine, inc uint64) {
+	if g.selfDupOnce && e.now-g.selfDupAt < g.cfg.ElectionTimeoutMs {
+		return
+	}
+	g.selfDupOnce, g.selfDupAt = true, e.now
+	g.duplicates++
+	e.event(Event{Kind: EventDuplicateID, Group: g.cfg.Group, Term: g.term, Reason: fmt.Sprintf(
+		"another process speaks as %q, this agent's id (incarnation %d, ours %d): two agents with one id vote twice; give every agent its own id",
+		g.cfg.ID, inc, g.inc)})
+}
+
+// trackIncarnation follows the sender's incarnation and reports a member ID
+// heard from two live processes: one that comes back to the incarnation
+// before its last change.
+func (g *group) trackIncarnation(e *Engine, m *wireMsg) {
+	f := g.member(m.From)
+	if f == nil || m.Inc == 0 || m.Inc == f.inc {
+		return
+	}
+	if f.inc != 0 && m.Inc == f.prevInc && (!f.dupOnce || e.now-f.dupAt >= g.cfg.ElectionTimeoutMs) {
+		f.dupOnce, f.dupAt = true, e.now
+		g.duplicates++
+		e.event(Event{Kind: EventDuplicateID, Group: g.cfg.Group, Term: g.term, Reason: fmt.Sprintf(
+			"member %q is heard from two processes at once (incarnations %d and %d): two agents with one id vote twice; give every agent its own id",
+			f.id, f.inc, m.Inc)})
+	}
+	f.prevInc, f.inc = f.inc, m.Inc
 }
 
 // implausibleTerm refuses a message whose term no honest member could have
@@ -255,7 +295,7 @@ func (g *group) status() Status {
 	s := Status{
 		Group: g.cfg.Group, ID: g.cfg.ID, Mode: g.cfg.Mode, Role: g.role, Leader: g.leader,
 		Term: g.term, Vote: g.vote, Priority: g.cfg.Priority,
-		Elections: g.elections, Received: g.received, Rejected: g.rejected,
+		Elections: g.elections, Received: g.received, Rejected: g.rejected, Duplicates: g.duplicates,
 	}
 	if g.role == RoleLeader {
 		s.LeaseUntil = g.lease

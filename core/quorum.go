@@ -98,7 +98,7 @@ func (g *group) campaign(e *Engine) {
 }
 
 func (g *group) sendElection(e *Engine, term uint64, pre bool) {
-	e.enc.begin(typeElection, g.cfg.Group, g.cfg.ID)
+	e.enc.begin(typeElection, g)
 	e.enc.str("candidate", g.cfg.ID)
 	e.enc.num("priority", uint64(g.cfg.Priority))
 	e.enc.num("term", term)
@@ -137,14 +137,11 @@ func (g *group) heartbeat(e *Engine, typ string) {
 	g.seq++
 	g.sent[g.seq%ackWindow] = sentHeartbeat{seq: g.seq, at: e.now}
 	g.heartbeatAt = e.now + g.cfg.HeartbeatMs
-	e.enc.begin(typ, g.cfg.Group, g.cfg.ID)
+	e.enc.begin(typ, g)
 	e.enc.str("leader", g.cfg.ID)
 	e.enc.num("priority", uint64(g.cfg.Priority))
 	e.enc.num("term", g.leaderTerm)
 	e.enc.num("seq", g.seq)
-	if g.cfg.Mode == ModeQuorum {
-		e.enc.num("inc", g.inc)
-	}
 	e.enc.wall(typ, e.wall)
 	e.publish(g, e.enc.end())
 	if g.cfg.Mode == ModeQuorum && g.majority() == 1 {
@@ -265,7 +262,7 @@ func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
 }
 
 func (g *group) sendVote(e *Engine, candidate string, term uint64, pre, granted, handoff bool) {
-	e.enc.begin(typeVote, g.cfg.Group, g.cfg.ID)
+	e.enc.begin(typeVote, g)
 	e.enc.num("priority", uint64(g.cfg.Priority))
 	e.enc.str("candidate", candidate)
 	e.enc.num("term", term)
@@ -375,13 +372,13 @@ func (g *group) onHeartbeat(e *Engine, m *wireMsg) string {
 
 // sendAck acknowledges heartbeat seq of leader's incarnation inc in term:
 // the leader counts it only for exactly that heartbeat.
-func (g *group) sendAck(e *Engine, leader string, term, seq, inc uint64) {
-	e.enc.begin(typeAck, g.cfg.Group, g.cfg.ID)
+func (g *group) sendAck(e *Engine, leader string, term, seq, leaderInc uint64) {
+	e.enc.begin(typeAck, g)
 	e.enc.num("priority", uint64(g.cfg.Priority))
 	e.enc.str("leader", leader)
 	e.enc.num("term", term)
 	e.enc.num("seq", seq)
-	e.enc.num("inc", inc)
+	e.enc.num("leader_inc", leaderInc)
 	e.publish(g, e.enc.end())
 }
 
@@ -390,7 +387,7 @@ func (g *group) sendAck(e *Engine, leader string, term, seq, inc uint64) {
 // the stale heartbeat's seq under our term, which a restarted leader of that
 // term counted towards its lease (defect 3).
 func (g *group) sendStaleReply(e *Engine, leader string) {
-	e.enc.begin(typeAck, g.cfg.Group, g.cfg.ID)
+	e.enc.begin(typeAck, g)
 	e.enc.num("priority", uint64(g.cfg.Priority))
 	e.enc.str("leader", leader)
 	e.enc.num("term", g.term)
@@ -405,7 +402,7 @@ func (g *group) onAck(e *Engine, m *wireMsg) string {
 		g.enterTerm(e, m.Term)
 		return ""
 	}
-	if g.role != RoleLeader || m.Term != g.term || m.Inc != g.inc || m.Seq > g.seq || m.Seq == 0 {
+	if g.role != RoleLeader || m.Term != g.term || m.LeaderInc != g.inc || m.Seq > g.seq || m.Seq == 0 {
 		return ""
 	}
 	f := g.member(m.From)
@@ -458,7 +455,7 @@ func (g *group) resign(e *Engine, target string) string {
 		g.setTerm(oldTerm + 1)
 		g.vote, g.dirty = target, true
 	}
-	e.enc.begin(typeResign, g.cfg.Group, g.cfg.ID)
+	e.enc.begin(typeResign, g)
 	e.enc.str("leader", g.cfg.ID)
 	e.enc.num("term", oldTerm)
 	if target != "" {

@@ -135,3 +135,60 @@ func TestEventsCarryTheRightTerms(t *testing.T) {
 		}
 	})
 }
+
+// Issue 12, item 5: two processes with one ID vote twice. Every message
+// carries its sender's incarnation; the core reports another process
+// speaking with this agent's ID, and a member heard from two incarnations
+// at once, but not a member that restarted.
+func TestDuplicateIDs(t *testing.T) {
+	join := func() *Engine {
+		e := NewEngine()
+		var out Output
+		err := e.Join(GroupSpec{Config: Config{ID: "a", Group: "g", Members: []string{"a", "b", "c"}}, Incarnation: 111}, 0, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	send := func(e *Engine, now int64, payloads ...string) (dups []string) {
+		for _, p := range payloads {
+			var out Output
+			e.Step(&Input{Now: now, Inbound: Messages{{Topic: Topic("g"), Payload: []byte(p)}}}, &out)
+			for _, ev := range out.Events {
+				if ev.Kind == EventDuplicateID {
+					dups = append(dups, ev.Reason)
+				}
+			}
+		}
+		return dups
+	}
+	hb := func(from string, inc, seq int) string {
+		return fmt.Sprintf(`{"type":"heartbeat","group":"g","from":"%s","inc":%d,"leader":"%s","term":1,"seq":%d}`, from, inc, from, seq)
+	}
+	t.Run("own id, own echo", func(t *testing.T) {
+		if d := send(join(), 10, hb("a", 111, 1)); len(d) != 0 {
+			t.Fatalf("own echo reported: %v", d)
+		}
+	})
+	t.Run("own id, other process", func(t *testing.T) {
+		e := join()
+		d := send(e, 10, hb("a", 222, 1), hb("a", 222, 2))
+		if len(d) != 1 || !strings.Contains(d[0], `another process speaks as "a"`) {
+			t.Fatalf("reports %v", d)
+		}
+		if s, _ := e.Status("g"); s.Leader != "" || s.Duplicates != 1 {
+			t.Fatalf("the other process's claim was taken: %+v", s)
+		}
+	})
+	t.Run("member from two processes", func(t *testing.T) {
+		d := send(join(), 10, hb("b", 5, 1), hb("b", 6, 1), hb("b", 5, 2))
+		if len(d) != 1 || !strings.Contains(d[0], `member "b" is heard from two processes`) {
+			t.Fatalf("reports %v", d)
+		}
+	})
+	t.Run("member restarted", func(t *testing.T) {
+		if d := send(join(), 10, hb("b", 5, 1), hb("b", 6, 1), hb("b", 6, 2), hb("b", 7, 1)); len(d) != 0 {
+			t.Fatalf("restarts reported as duplicates: %v", d)
+		}
+	})
+}

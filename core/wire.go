@@ -33,7 +33,8 @@ type wireMsg struct {
 	Priority  *uint32   `json:"priority,omitempty"`
 	Term      uint64    `json:"term"`
 	Seq       uint64    `json:"seq,omitempty"`
-	Inc       uint64    `json:"inc,omitempty"` // the leader's incarnation, on heartbeats and their acks
+	Inc       uint64    `json:"inc,omitempty"`        // the sender's incarnation (GroupSpec.Incarnation)
+	LeaderInc uint64    `json:"leader_inc,omitempty"` // an ack: the incarnation of the leader it answers
 	Pre       bool      `json:"pre,omitempty"`
 	Granted   bool      `json:"granted,omitempty"`
 	Handoff   bool      `json:"handoff,omitempty"` // a vote pushed by a resign, not asked for
@@ -152,12 +153,15 @@ type encoder struct {
 	b []byte
 }
 
-func (e *encoder) begin(typ, group, from string) {
+// begin starts a message of g: its type, group, sender and the sender's
+// incarnation.
+func (e *encoder) begin(typ string, g *group) {
 	e.b = append(e.b[:0], `{"type":"`...)
 	e.b = append(e.b, typ...)
 	e.b = append(e.b, '"')
-	e.str("group", group)
-	e.str("from", from)
+	e.str("group", g.cfg.Group)
+	e.str("from", g.cfg.ID)
+	e.num("inc", g.inc)
 }
 
 func (e *encoder) str(key, v string) {

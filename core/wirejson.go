@@ -165,6 +165,8 @@ func (d *jsonScanner) field(m *wireMsg, key []byte) bool {
 		return d.uintField(&m.Seq, 1<<64-1)
 	case "inc":
 		return d.uintField(&m.Inc, 1<<64-1)
+	case "leader_inc":
+		return d.uintField(&m.LeaderInc, 1<<64-1)
 	case "epoch":
 		return d.uintField(&m.Epoch, 1<<64-1)
 	case "ctr":

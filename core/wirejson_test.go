@@ -288,20 +288,20 @@ func TestParseWireVariants(t *testing.T) {
 func TestParseWireMutations(t *testing.T) {
 	canon := []string{}
 	e := &encoder{}
-	e.begin(typeHeartbeat, "g", "a")
+	e.begin(typeHeartbeat, &group{cfg: Config{Group: "g", ID: "a"}})
 	e.str("leader", "a")
 	e.num("priority", 4294967295)
 	e.num("term", 18446744073709551615)
 	e.num("seq", 0)
 	e.wall(typeHeartbeat, 1796040000123)
 	canon = append(canon, string(e.end()))
-	e.begin(typeVote, "g", "b")
+	e.begin(typeVote, &group{cfg: Config{Group: "g", ID: "b"}})
 	e.str("candidate", "a")
 	e.num("term", 7)
 	e.flag("pre")
 	e.flag("granted")
 	canon = append(canon, string(e.end()))
-	e.begin(typeLeader, "g", "c")
+	e.begin(typeLeader, &group{cfg: Config{Group: "g", ID: "c"}})
 	e.str("leader", "c")
 	e.num("term", 1)
 	e.wall(typeLeader, 1796040000123)

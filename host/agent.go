@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,11 @@ type Callbacks struct {
 	OnStoppedLeading func(term uint64, reason string)
 	// OnNewLeader is called when the known leader changes ("" = none known).
 	OnNewLeader func(leader string, term uint64)
+	// OnDuplicateID is called when another process speaks with this agent's
+	// ID, or a member's ID is heard from two processes at once (at most once
+	// per election timeout per ID). Two agents with one ID vote twice, which
+	// voids the quorum's guarantee: stop one of them. reason says which ID.
+	OnDuplicateID func(reason string)
 }
 
 // Stats are an agent's counters.
@@ -62,13 +68,14 @@ type Stats struct {
 	Dropped       uint64 // received messages dropped because too many were pending
 	PersistErrors uint64 // Store.Save failures (the group's publishes are held until a save succeeds)
 	HeldPublishes uint64 // publishes not sent because their group's state was not yet durable
+	DuplicateIDs  uint64 // reports of an ID spoken by two processes (Callbacks.OnDuplicateID)
 	PublishErrors uint64 // Publish failures
 	Groups        int    // groups joined
 	Transport     hostfuncs.Stats
 }
 
 type agentCounters struct {
-	steps, in, out, rejected, dropped, persistErrs, held, publishErrs atomic.Uint64
+	steps, in, out, rejected, dropped, persistErrs, held, dups, publishErrs atomic.Uint64
 }
 
 // Agent runs any number of elections (groups) on one module instance, over
@@ -188,13 +195,25 @@ func (a *Agent) Join(ctx context.Context, cfg core.Config, cb Callbacks) (*Elect
 		drop()
 		return nil, fmt.Errorf("host: join %q: subscribe: %w", cfg.Group, err)
 	}
-	spec := core.GroupSpec{Config: el.cfg, State: st}
+	// A random incarnation per join: the core tells this process from any
+	// other speaking with the same ID by it.
+	spec := core.GroupSpec{Config: el.cfg, State: st, Incarnation: randomIncarnation()}
 	if err := a.submit(ctx, &request{join: &spec, el: el}); err != nil {
 		drop()
 		return nil, err
 	}
 	a.logger.Info("joined election", "group", cfg.Group, "id", cfg.ID, "term", st.Term, "mode", cfg.Mode)
 	return el, nil
+}
+
+// randomIncarnation draws a non-zero incarnation (0 would let the core
+// derive one that a second process with fresh state would share).
+func randomIncarnation() uint64 {
+	for {
+		if v := rand.Uint64(); v != 0 {
+			return v
+		}
+	}
 }
 
 // deliver is the transport's callback for every subscribed topic.
@@ -425,6 +444,13 @@ func (a *Agent) apply(out *core.Output, in *core.Input, reqs []*request) {
 			if el != nil {
 				el.leave("left the group")
 			}
+		case core.EventDuplicateID:
+			a.c.dups.Add(1)
+			a.logger.Error("duplicate agent id", "group", ev.Group, "reason", ev.Reason)
+			if el != nil && el.cb.OnDuplicateID != nil {
+				f, reason := el.cb.OnDuplicateID, ev.Reason
+				el.disp.do(func() { f(reason) })
+			}
 		}
 	}
 	// 4. Answer the requests of this batch.
@@ -471,7 +497,7 @@ func (a *Agent) Stats() Stats {
 	return Stats{
 		Traps: a.eng.Traps(), Steps: a.c.steps.Load(), MessagesIn: a.c.in.Load(),
 		MessagesOut: a.c.out.Load(), Rejected: a.c.rejected.Load(), Dropped: a.c.dropped.Load(),
-		PersistErrors: a.c.persistErrs.Load(), HeldPublishes: a.c.held.Load(), PublishErrors: a.c.publishErrs.Load(),
+		PersistErrors: a.c.persistErrs.Load(), HeldPublishes: a.c.held.Load(), DuplicateIDs: a.c.dups.Load(), PublishErrors: a.c.publishErrs.Load(),
 		Groups: groups, Transport: a.cfg.Transport.Stats(),
 	}
 }

@@ -1,0 +1,45 @@
+package host
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/electcore/electcore/hostfuncs"
+)
+
+// TestDuplicateIDReported: a second agent started with an ID already in use
+// is reported to both through OnDuplicateID and counted.
+func TestDuplicateIDReported(t *testing.T) {
+	ctx := context.Background()
+	bus := hostfuncs.NewMemBus(hostfuncs.MemOptions{})
+	defer bus.Close()
+	rt := testRuntime(t)
+	reasons := make(chan string, 16)
+	members := []string{"a", "b", "c"}
+	var agents []*Agent
+	for i, id := range []string{"a", "b", "a"} {
+		ag, err := rt.NewAgent(ctx, AgentConfig{Transport: bus.Transport(id + string(rune('0'+i))), Logger: discardLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ag.Close(ctx)
+		agents = append(agents, ag)
+		cb := Callbacks{OnDuplicateID: func(r string) { reasons <- r }}
+		if _, err := ag.Join(ctx, fastConfig(id, "g", members), cb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case r := <-reasons:
+		if !strings.Contains(r, `another process speaks as "a"`) && !strings.Contains(r, `member "a"`) {
+			t.Fatalf("reason %q", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no duplicate-id report")
+	}
+	if agents[0].Stats().DuplicateIDs+agents[2].Stats().DuplicateIDs == 0 {
+		t.Fatal("not counted")
+	}
+}
