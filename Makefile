@@ -5,6 +5,7 @@
 
 GO           ?= go
 WASM         := electcore.wasm
+EMBEDDED     := internal/module/electcore.wasm
 BIN          := bin/electhost
 TEST_TIMEOUT ?= 8m
 TEST_FLAGS   ?=
@@ -24,13 +25,14 @@ NATIVE_PKGS   = $(shell $(GO) list ./... | grep -v -x -F $(addprefix -e ,$(WASM_
 # Go sources of the wasm module: rebuild electcore.wasm when any changes.
 WASM_SRC := $(shell find core wasm -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod go.sum
 
-.PHONY: all help build wasm test test-go test-node vet demo bench fuzz soak clean
+.PHONY: all help build wasm check-module test test-go test-node vet demo bench fuzz soak clean
 
 all: build wasm
 
 help:
 	@echo "make build   bin/electhost"
-	@echo "make wasm    electcore.wasm at the repo root (wasip1, c-shared)"
+	@echo "make wasm    electcore.wasm at the repo root (wasip1, c-shared) and its built-in copy, internal/module/electcore.wasm"
+	@echo "make check-module  fail if the committed built-in module differs from the sources"
 	@echo "make test    wasm, go vet (native + wasip1), go test (timeout $(TEST_TIMEOUT)), node tests if present"
 	@echo "make demo    the guided election demo on an embedded NATS server"
 	@echo "make bench   every Go benchmark once (BENCHTIME=$(BENCHTIME))"
@@ -46,9 +48,16 @@ $(BIN): FORCE
 wasm: $(WASM)
 
 # wasm/build: the plain GOOS=wasip1 go build, with msgp's JSON tables made
-# lazy (≈580 KB smaller; see wasm/build/main.go).
+# lazy (≈580 KB smaller; see wasm/build/main.go). Reproducible, so the copy
+# built into every Go program (internal/module, committed) is refreshed here
+# and CI fails if it differs from the sources (make check-module).
 $(WASM): $(WASM_SRC)
 	$(GO) run ./wasm/build -o $(WASM)
+	cp $(WASM) $(EMBEDDED)
+
+# The committed module must be what the sources build.
+check-module: wasm
+	@git ls-files --error-unmatch $(EMBEDDED) >/dev/null 2>&1 && git diff --quiet -- $(EMBEDDED) || { echo "$(EMBEDDED) differs from what core/ and wasm/ build: run make wasm and commit it"; exit 1; }
 
 test: wasm vet test-go test-node
 

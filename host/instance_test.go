@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/electcore/electcore/core"
@@ -65,4 +66,23 @@ func TestMissingModule(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 	t.Log(err)
+}
+
+// TestBuiltInModule: with no module named anywhere, the runtime loads the one
+// built into the program (internal/module) and says so.
+func TestBuiltInModule(t *testing.T) {
+	t.Setenv(EnvWasm, "")
+	r, err := NewRuntime(context.Background(), RuntimeConfig{CacheDir: NoDiskCache, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	if r.Path() != "" || r.describe() != builtIn {
+		t.Fatalf("path %q, describe %q", r.Path(), r.describe())
+	}
+	// A named file that is missing is an error, never silently replaced.
+	t.Setenv(EnvWasm, "/nonexistent/electcore.wasm")
+	if _, err := NewRuntime(context.Background(), RuntimeConfig{}); !errors.Is(err, ErrNoModule) || !strings.Contains(err.Error(), "$ELECTCORE_WASM") {
+		t.Fatalf("got %v", err)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/electcore/electcore/internal/module"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -25,20 +26,18 @@ const (
 	// DefaultCallTimeout is the deadline of one call into the module. A step
 	// takes microseconds; the deadline only catches a runaway module.
 	DefaultCallTimeout = time.Second
-	// EnvWasm names the environment variable that locates electcore.wasm.
+	// EnvWasm names the environment variable that may name a module file to
+	// load instead of the one built into this program.
 	EnvWasm = "ELECTCORE_WASM"
-	// DefaultWasmPath is used when neither RuntimeConfig.WasmPath nor
-	// $ELECTCORE_WASM is set.
-	DefaultWasmPath = "electcore.wasm"
 	// NoDiskCache as RuntimeConfig.CacheDir keeps compiled code in memory only.
 	NoDiskCache = "-"
 )
 
-// RuntimeConfig configures NewRuntime. The zero value works if electcore.wasm
-// is in the current directory or $ELECTCORE_WASM names it.
+// RuntimeConfig configures NewRuntime. The zero value works anywhere: the
+// module is built into the program (internal/module).
 type RuntimeConfig struct {
-	// WasmPath locates the module. "" means $ELECTCORE_WASM, else
-	// ./electcore.wasm. The module is built by `make wasm` (see wasm/ABI.md).
+	// WasmPath names a module file to load instead of the built-in one. ""
+	// means $ELECTCORE_WASM, and if that is unset too, the built-in module.
 	WasmPath string
 	// Wasm, if set, is the module itself and WasmPath is ignored.
 	Wasm []byte
@@ -110,31 +109,41 @@ func DefaultCacheDir() string {
 	return filepath.Join(base, "electcore", "wazero")
 }
 
-// ResolveWasmPath returns the module path NewRuntime would load for path:
-// path itself if set, else $ELECTCORE_WASM, else ./electcore.wasm.
+// ResolveWasmPath returns the module file NewRuntime would load for path:
+// path itself if set, else $ELECTCORE_WASM; "" means the built-in module.
 func ResolveWasmPath(path string) string {
 	if path != "" {
 		return path
 	}
-	if p := os.Getenv(EnvWasm); p != "" {
-		return p
-	}
-	return DefaultWasmPath
+	return os.Getenv(EnvWasm)
 }
 
-// ErrNoModule reports that the module file does not exist.
+// ErrNoModule reports that a module file named by WasmPath or
+// $ELECTCORE_WASM does not exist.
 var ErrNoModule = errors.New("electcore.wasm not found")
 
-// LoadModule reads the module at path (resolved by ResolveWasmPath), with an
-// actionable error if it is missing.
+// builtIn names the module built into the program in messages.
+const builtIn = "the built-in module"
+
+// LoadModule reads the module file at path (resolved by ResolveWasmPath), or
+// returns the built-in module if none is named. A missing file is an error
+// naming the file and where its name came from: it is never silently
+// replaced by the built-in module.
 func LoadModule(path string) ([]byte, error) {
 	p := ResolveWasmPath(path)
+	if p == "" {
+		return module.Wasm, nil
+	}
 	b, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("host: %w at %s: build it with `make wasm` (or: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -ldflags=\"-s -w\" -o electcore.wasm ./wasm), or point $%s at it", ErrNoModule, p, EnvWasm)
+		from := "RuntimeConfig.WasmPath (--wasm)"
+		if path == "" {
+			from = "$" + EnvWasm
+		}
+		return nil, fmt.Errorf("host: %w at %s (named by %s; unset it to use %s)", ErrNoModule, p, from, builtIn)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("host: reading module: %w", err)
+		return nil, fmt.Errorf("host: reading module %s: %w", p, err)
 	}
 	return b, nil
 }
@@ -166,7 +175,7 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	if wasmBytes == nil {
 		r.path = ResolveWasmPath(cfg.WasmPath)
 		var err error
-		if wasmBytes, err = LoadModule(r.path); err != nil {
+		if wasmBytes, err = LoadModule(cfg.WasmPath); err != nil {
 			return nil, err
 		}
 	}
@@ -203,13 +212,16 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 }
 
 func (r *Runtime) describe() string {
-	if r.path != "" {
+	switch {
+	case r.path != "":
 		return r.path
+	case r.cfg.Wasm != nil:
+		return "module"
 	}
-	return "module"
+	return builtIn
 }
 
-// Path is the module file loaded ("" if given as bytes).
+// Path is the module file loaded ("" if given as bytes or built in).
 func (r *Runtime) Path() string { return r.path }
 
 // Config returns the runtime's configuration with defaults filled in.

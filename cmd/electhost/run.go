@@ -97,7 +97,7 @@ elected. See README.md.`,
 	f.StringSliceVar(&o.members, "members", nil, "every member's id, comma-separated, this one included (required in quorum mode)")
 	o.tf.register(f)
 	f.StringVar(&o.stateDir, "state-dir", "", "directory for the persisted term and vote (default $XDG_STATE_HOME/electcore/<id>, i.e. ~/.local/state/electcore/<id>)")
-	f.StringVar(&o.wasmPath, "wasm", "", "electcore.wasm (default $ELECTCORE_WASM, ./electcore.wasm, or next to the electhost binary)")
+	f.StringVar(&o.wasmPath, "wasm", "", "a module file to load instead of the one built into electhost (default $ELECTCORE_WASM)")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "wazero compilation cache (default ~/.cache/electcore/wazero; - for memory only)")
 	f.StringVar(&o.httpAddr, "http", "", "serve /healthz, /readyz, /status and /metrics on ADDR (e.g. 127.0.0.1:9090)")
 	f.DurationVar(&o.heartbeat, "heartbeat", time.Duration(core.DefaultHeartbeatMs)*time.Millisecond, "leader heartbeat interval")
@@ -148,28 +148,9 @@ func defaultStateDir(id string) string {
 	return filepath.Join(base, "electcore", strings.ReplaceAll(id, "/", "_"))
 }
 
-// defaultWasm finds electcore.wasm: --wasm, $ELECTCORE_WASM, ./electcore.wasm,
-// then next to (or one directory above) the executable.
-func defaultWasm(flag string) string {
-	if flag != "" {
-		return flag
-	}
-	if p := os.Getenv(host.EnvWasm); p != "" {
-		return p
-	}
-	if _, err := os.Stat(host.DefaultWasmPath); err == nil {
-		return host.DefaultWasmPath
-	}
-	if exe, err := os.Executable(); err == nil {
-		dir := filepath.Dir(exe)
-		for _, p := range []string{filepath.Join(dir, host.DefaultWasmPath), filepath.Join(dir, "..", host.DefaultWasmPath)} {
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-		}
-	}
-	return host.DefaultWasmPath
-}
+// defaultWasm is the module file to load: --wasm, else $ELECTCORE_WASM,
+// else "" (the module built into electhost).
+func defaultWasm(flag string) string { return host.ResolveWasmPath(flag) }
 
 // timing derives the core's timings, the lease and the grace period from the
 // flags (see README.md, "Leader-only command").

@@ -121,7 +121,10 @@ func run(out string, hd bool, extra []string) error {
 	if err := os.WriteFile(work, []byte(ws), 0o644); err != nil {
 		return err
 	}
-	args := []string{"build", "-buildmode=c-shared", "-ldflags=-s -w"}
+	// -trimpath and -buildvcs=false make the build reproducible: the same
+	// sources give the same bytes in any checkout, at any commit, which is
+	// what lets the module be committed and checked (internal/module).
+	args := []string{"build", "-buildmode=c-shared", "-trimpath", "-buildvcs=false", "-ldflags=-s -w"}
 	if hd {
 		args = append(args, "-tags=electcore_hostdriven")
 	}
