@@ -22,10 +22,10 @@
 //
 // # Layers (read in this order)
 //
-//   - runtime.go: [Runtime]. Finds the module ([ResolveWasmPath]: the
-//     configured path, else $ELECTCORE_WASM, else ./electcore.wasm; a missing
-//     file gives an error that says to run `make wasm`; the module is not
-//     embedded because it is a build product, gitignored), compiles it once
+//   - runtime.go: [Runtime]. Loads the module ([LoadModule]: the configured
+//     path, else $ELECTCORE_WASM, else the module built into the program by
+//     internal/module, so a program needs no file beside it; a named file
+//     that is missing is an error, never silently replaced), compiles it once
 //     per process through a compilation cache ([DefaultCacheDir]:
 //     os.UserCacheDir()/electcore/wazero), and grants it nothing but WASI's
 //     clock and random source — fake, deterministic ones, which the Go
