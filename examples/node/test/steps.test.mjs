@@ -69,7 +69,7 @@ test('Extism SDK 1.0.3 without the reset workaround fails near 16,383 calls', as
     t.diagnostic('this @extism/extism frees blocks itself: the periodic reset is no longer needed (but harmless)');
     return;
   }
-  t.diagnostic(`without plugin.reset() call ${failedAt + 1} failed (as wasm-notes.md says)`);
+  t.diagnostic(`without plugin.reset() call ${failedAt + 1} failed (as docs/go-wasm.md says)`);
   assert.ok(failedAt > 16_000 && failedAt < 16_500, `failed at ${failedAt}`);
   // And a reset brings the same plugin, with its engine state, back.
   await c.reset();
