@@ -88,7 +88,8 @@ export class Agent {
     this.wakeAt = 0;
     this.pending = false;
     this.closed = false;
-    this.stats = { steps: 0, in: 0, out: 0, traps: 0, persistErrors: 0 };
+    this.stats = { steps: 0, in: 0, out: 0, traps: 0, persistErrors: 0, held: 0 };
+    this.unsaved = new Map(); // group -> the latest state not yet saved
   }
 
   serial(fn) {
@@ -161,13 +162,25 @@ export class Agent {
 
   apply(out, now) {
     this.stats.steps++;
-    // 1. Persist before anything of this batch leaves the process.
-    try {
-      for (const s of out.persist) this.store.save(encodeState(s));
-    } catch (err) {
-      this.stats.persistErrors++;
-      this.onError(new Error(`persist failed, the batch's ${out.pub.length} publishes were not sent: ${err.message}`));
-      out.pub = [];
+    // 1. Persist before anything that rests on it leaves the process. A
+    // state that could not be saved stays pending (the latest per group) and
+    // is offered again before every later batch; until a save succeeds the
+    // group publishes nothing: its later acks and votes rest on that term and
+    // vote too (core.PersistGate does the same for Go hosts).
+    for (const s of out.persist) this.unsaved.set(s.group, s);
+    for (const [group, s] of this.unsaved) {
+      try {
+        this.store.save(encodeState(s));
+        this.unsaved.delete(group);
+      } catch (err) {
+        this.stats.persistErrors++;
+        this.onError(new Error(`persist failed for group ${group}; its messages are held until a save succeeds: ${err.message}`));
+      }
+    }
+    if (this.unsaved.size > 0) {
+      const kept = out.pub.filter((m) => !this.unsaved.has(m.t.slice('election:'.length)));
+      this.stats.held += out.pub.length - kept.length;
+      out.pub = kept;
     }
     // 2. Publish.
     for (const m of out.pub) {

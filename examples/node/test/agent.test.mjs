@@ -89,3 +89,25 @@ test('NATS subjects match hostfuncs.NATSSubject', () => {
   assert.equal(natsSubject('election:x.'), 'electcore.enc.' + Buffer.from('election:x.').toString('base64url'));
   assert.equal(natsSubject('electcore.enc.x'), 'electcore.enc.' + Buffer.from('electcore.enc.x').toString('base64url'));
 });
+
+test('a failed save holds every later publish of the group until a save succeeds', { timeout: 30_000 }, async () => {
+  let failing = true;
+  let saved = null;
+  const store = {
+    load: () => null,
+    save(state) { if (failing) throw new Error('disk full'); saved = state; },
+  };
+  const sent = [];
+  const transport = { publish: (topic, payload) => sent.push(new TextDecoder().decode(payload)), async subscribe() {} };
+  const ag = new Agent({ core: await loadCore('raw', wasmPath), store, transport });
+  await ag.join({ id: 'a', group: 'g', members: ['a', 'b', 'c'], heartbeat_ms: 20, election_timeout_ms: 100 });
+  // Several election timeouts: the agent pre-campaigns again and again, but
+  // its state (the join's new epoch) was never saved, so nothing may leave.
+  await new Promise((r) => setTimeout(r, 500));
+  assert.deepEqual(sent, [], 'published while its state was not durable');
+  assert.ok(ag.stats.held > 0 && ag.stats.persistErrors > 0, JSON.stringify(ag.stats));
+  failing = false;
+  await waitFor(() => sent.length > 0, 5_000, 'a publish once saving works');
+  assert.ok(saved, 'the pending state was saved');
+  await ag.close({ resign: false });
+});
