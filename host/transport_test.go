@@ -12,7 +12,7 @@ import (
 
 // Full elections over the real transports: three agents elect a leader over
 // NATS (a real embedded server) and over pilotctl (the stand-in, which
-// follows shared/pilotctl.md: no ready signal, EOF when the broker stops);
+// follows docs/pilotctl.md: no ready signal, EOF when the broker stops);
 // then the broker restarts, every subscription drops and comes back, and the
 // swarm again agrees on one leader, in a term that never went backwards.
 func TestElectionSurvivesBrokerRestart(t *testing.T) {

@@ -16,10 +16,13 @@
 //     are mapped by NATSSubject. Package natstest starts a real embedded
 //     nats-server for tests.
 //   - pilot.go: NewPilotTransport over the pilotctl CLI, following the
-//     measured contract in /work/shared/pilotctl.md: long-lived NDJSON
-//     subscribe processes restarted with back-off, one publish process per
-//     message with a deadline, stderr error JSON mapped to *PilotError.
-//     Tests run it against internal/pilotstandin, a faithful stand-in.
+//     measured contract in docs/pilotctl.md: long-lived NDJSON subscribe
+//     processes restarted with back-off or when stalled, one publish process
+//     per message and broker with per-broker deadline, queue and back-off,
+//     copies from several brokers de-duplicated, stderr error JSON mapped to
+//     *PilotError. PilotLayout lays a broker list out around the local node
+//     (never publishing to it). Tests run it against internal/pilotstandin,
+//     a stand-in that also models the real network's faults.
 //   - state.go: StateStore, atomic and checksummed per-name blobs in one
 //     directory; Load distinguishes ErrNotFound (never saved: fresh start is
 //     safe) from ErrMissing (it existed and vanished: do not start fresh) and

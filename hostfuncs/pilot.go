@@ -3,18 +3,22 @@ package hostfuncs
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -24,30 +28,60 @@ type PilotOptions struct {
 	// Binary is the pilotctl executable: a name looked up in PATH or a path.
 	// Default "pilotctl".
 	Binary string
-	// Hosts are the broker hosts (pilot host name, address or node id) to
-	// publish to and subscribe on. Every publish goes to all of them; received
-	// copies are de-duplicated so each message is delivered once. At least
-	// one, at most 64.
+	// Hosts are the brokers (pilot host name, address or node id) every
+	// message is published to, each in parallel with its own deadline,
+	// queue and back-off. At least one, at most 32. Never this node's own:
+	// a node publishing to its own broker while subscribed floods its
+	// daemon (docs/pilotctl.md); PilotLayout splits a broker list safely.
 	Hosts []string
+	// SubscribeHosts are the brokers subscribed to. Default: Hosts. Copies
+	// of one message arriving from several are delivered once.
+	SubscribeHosts []string
+	// SubscriptionsPerHost is how many long-lived subscribe processes run
+	// per subscribed broker (default 1). Two keep a lone broker's stream
+	// going while one is reset and restarting: pilot resets connections
+	// one at a time.
+	SubscriptionsPerHost int
+	// Loopback delivers this transport's own publishes to its own matching
+	// subscriptions, for layouts in which no subscribed broker echoes them
+	// (PilotLayout says when).
+	Loopback bool
 	// Env is appended to this process's environment for every pilotctl run
 	// (e.g. "PILOT_SOCKET=/run/pilot.sock", "HOME=/var/lib/agent").
 	Env []string
-	// PublishTimeout bounds one publish process (a killed broker holds a
-	// publish for ~29 s). Default 5 s. A shorter ctx deadline wins.
+	// PublishTimeout bounds one publish process to one broker (a killed
+	// broker holds a publish for ~29 s). Default 1 s: ten times the median
+	// publish-to-delivery latency; a later election message is stale.
 	PublishTimeout time.Duration
-	// MaxConcurrentPublishes bounds the pilotctl publish processes running at
-	// once (process start-up costs 55-85 ms of CPU). Default 8.
-	MaxConcurrentPublishes int
+	// PublishWorkers is how many publish processes may run at once per
+	// broker; PublishQueue how many messages wait per broker. When a slow
+	// broker's queue is full its oldest message is dropped and counted.
+	// Defaults 2 and 16.
+	PublishWorkers, PublishQueue int
+	// PublishBackoffMin/Max bound the jittered exponential back-off during
+	// which a broker whose publish failed gets no messages (each is dropped
+	// and counted) but one probe per back-off. Defaults 250 ms and 5 s.
+	PublishBackoffMin, PublishBackoffMax time.Duration
 	// BackoffMin/BackoffMax bound the jittered exponential back-off between
-	// restarts of a subscribe process. Defaults 200 ms and 2 s (a follower
-	// must be back soon after a broker restart; each try costs a process).
+	// restarts of a subscribe process that failed without delivering.
+	// Defaults 200 ms and 2 s.
 	BackoffMin, BackoffMax time.Duration
-	// StableAfter: a subscribe process that ran at least this long resets the
-	// back-off to BackoffMin (the ~120 s idle drop restarts at once). Default 5 s.
+	// StableAfter: a subscribe process that ran at least this long, or that
+	// delivered an event, restarts at once and resets the back-off (resets
+	// and the ~120 s idle drop end working subscriptions). Default 5 s.
 	StableAfter time.Duration
-	// DedupWindow: with several hosts, a copy of a message already delivered
-	// from another host within this window is dropped. Default 10 s.
+	// StallAfter: a subscription that delivered nothing for this long while
+	// another subscription delivered (or that is the only one) is declared
+	// stalled, killed and restarted; the threshold doubles with each
+	// consecutive stall of that broker, up to 16×. Default 2 s; electhost
+	// passes 4 heartbeats.
+	StallAfter time.Duration
+	// DedupWindow and DedupSize bound de-duplication: a copy of a payload
+	// already delivered from another source is dropped if it arrives within
+	// the window and among the last DedupSize distinct payloads. Defaults
+	// 10 s and 1024.
 	DedupWindow time.Duration
+	DedupSize   int
 	// MaxLineBytes: longer NDJSON lines are rejected. Default 1 MiB.
 	MaxLineBytes int
 	// PayloadMustBeJSON rejects (counts in Rejected) payloads that are not
@@ -61,68 +95,102 @@ type PilotOptions struct {
 }
 
 // PilotTransport is a Transport over the pilotctl CLI (Pilot Protocol's
-// event-stream broker), following /work/shared/pilotctl.md: one long-lived
-// `pilotctl --json subscribe <host> <topic>` process per host and topic,
-// reading NDJSON, restarted with back-off whenever it exits; one
-// `pilotctl --json publish <host> <topic> --data=<payload>` process per
-// message and host, with a deadline. pilotctl is always run with an argument
-// vector, never a shell.
+// event-stream broker), following the contract in docs/pilotctl.md:
 //
-// Subscribers on the publishing node receive its publishes too (pilot fans
-// out to every subscriber of the broker), so a node sees its own messages.
+//   - Receiving: one long-lived `pilotctl --json subscribe <host> <topic>`
+//     process per subscribed broker, reading NDJSON, restarted with back-off
+//     whenever it exits or stalls (delivers nothing while others deliver).
+//     Copies of a payload from several brokers are delivered once.
+//   - Sending: one `pilotctl --json publish <host> <topic> --data=<payload>`
+//     process per message and broker. Each broker has its own bounded queue
+//     (oldest dropped when full), a fixed number of workers, a deadline per
+//     publish and a back-off after failures, so a dead, hanging or slow
+//     broker never delays the others or the next message.
+//
+// pilotctl is always run with an argument vector, never a shell.
 //
 // Payloads must be UTF-8 text without NUL bytes (pilot carries data as a
 // string); JSON always is. Topics and hosts must not start with "--".
 type PilotTransport struct {
-	bin    string
-	opts   PilotOptions
-	logger *slog.Logger
-	sem    chan struct{}
-	c      counters
+	bin     string
+	opts    PilotOptions
+	logger  *slog.Logger
+	c       counters
+	pubs    []*brokerPub  // one per Hosts entry
+	brokers []*brokerStat // by name: Hosts then SubscribeHosts, each once
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	closed bool
+	subs   map[*pilotSub]struct{} // for Loopback
 	wg     sync.WaitGroup
 }
 
 var _ Transport = (*PilotTransport)(nil)
 
-// NewPilotTransport checks the options and that the pilotctl binary exists.
+// NewPilotTransport checks the options and that the pilotctl binary exists,
+// and starts the per-broker publish workers (Close stops them).
 // A missing binary gives an error naming it that matches exec.ErrNotFound.
 func NewPilotTransport(opts PilotOptions) (*PilotTransport, error) {
 	if opts.Binary == "" {
 		opts.Binary = "pilotctl"
 	}
-	if len(opts.Hosts) == 0 {
-		return nil, fmt.Errorf("hostfuncs: pilot transport needs at least one broker host: %w", ErrInvalidArgument)
+	if opts.SubscribeHosts == nil {
+		opts.SubscribeHosts = opts.Hosts
 	}
-	if len(opts.Hosts) > 64 {
-		return nil, fmt.Errorf("hostfuncs: pilot transport supports at most 64 broker hosts: %w", ErrInvalidArgument)
-	}
-	for _, h := range opts.Hosts {
-		if err := checkArg("host", h); err != nil {
-			return nil, err
+	for _, list := range []struct {
+		what  string
+		hosts []string
+	}{{"publish", opts.Hosts}, {"subscribe", opts.SubscribeHosts}} {
+		if len(list.hosts) == 0 {
+			return nil, fmt.Errorf("hostfuncs: pilot transport needs at least one broker host to %s: %w", list.what, ErrInvalidArgument)
+		}
+		if len(list.hosts) > 32 {
+			return nil, fmt.Errorf("hostfuncs: pilot transport supports at most 32 broker hosts: %w", ErrInvalidArgument)
+		}
+		seen := map[string]bool{}
+		for _, h := range list.hosts {
+			if err := checkArg("host", h); err != nil {
+				return nil, err
+			}
+			if seen[h] {
+				return nil, fmt.Errorf("hostfuncs: pilot broker host %q listed twice: %w", h, ErrInvalidArgument)
+			}
+			seen[h] = true
 		}
 	}
-	if opts.PublishTimeout <= 0 {
-		opts.PublishTimeout = 5 * time.Second
+	defDur := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
 	}
-	if opts.MaxConcurrentPublishes <= 0 {
-		opts.MaxConcurrentPublishes = 8
+	defDur(&opts.PublishTimeout, time.Second)
+	defDur(&opts.PublishBackoffMin, 250*time.Millisecond)
+	if opts.PublishBackoffMax < opts.PublishBackoffMin {
+		opts.PublishBackoffMax = max(5*time.Second, opts.PublishBackoffMin)
 	}
-	if opts.BackoffMin <= 0 {
-		opts.BackoffMin = 200 * time.Millisecond
+	if opts.PublishWorkers <= 0 {
+		opts.PublishWorkers = 2
 	}
+	if opts.PublishQueue <= 0 {
+		opts.PublishQueue = 16
+	}
+	if opts.SubscriptionsPerHost <= 0 {
+		opts.SubscriptionsPerHost = 1
+	}
+	if n := len(opts.SubscribeHosts) * opts.SubscriptionsPerHost; n > 32 {
+		return nil, fmt.Errorf("hostfuncs: %d subscriptions per topic, at most 32: %w", n, ErrInvalidArgument)
+	}
+	defDur(&opts.BackoffMin, 200*time.Millisecond)
 	if opts.BackoffMax < opts.BackoffMin {
 		opts.BackoffMax = max(2*time.Second, opts.BackoffMin)
 	}
-	if opts.StableAfter <= 0 {
-		opts.StableAfter = 5 * time.Second
-	}
-	if opts.DedupWindow <= 0 {
-		opts.DedupWindow = 10 * time.Second
+	defDur(&opts.StableAfter, 5*time.Second)
+	defDur(&opts.StallAfter, 2*time.Second)
+	defDur(&opts.DedupWindow, 10*time.Second)
+	if opts.DedupSize <= 0 {
+		opts.DedupSize = 1024
 	}
 	if opts.MaxLineBytes <= 0 {
 		opts.MaxLineBytes = 1 << 20
@@ -136,14 +204,39 @@ func NewPilotTransport(opts PilotOptions) (*PilotTransport, error) {
 		return nil, missingBinary(opts.Binary, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &PilotTransport{
+	t := &PilotTransport{
 		bin:    bin,
 		opts:   opts,
 		logger: logger.With("transport", "pilot"),
-		sem:    make(chan struct{}, opts.MaxConcurrentPublishes),
 		ctx:    ctx,
 		cancel: cancel,
-	}, nil
+		subs:   map[*pilotSub]struct{}{},
+	}
+	for _, h := range opts.Hosts {
+		b := t.broker(h)
+		b.publishing = true
+		p := &brokerPub{t: t, stat: b, wake: make(chan struct{}, 1)}
+		t.pubs = append(t.pubs, p)
+		for range opts.PublishWorkers {
+			t.wg.Go(p.work)
+		}
+	}
+	for _, h := range opts.SubscribeHosts {
+		t.broker(h).subscribed = true
+	}
+	return t, nil
+}
+
+// broker returns the stats of broker host, adding it if new.
+func (t *PilotTransport) broker(host string) *brokerStat {
+	for _, b := range t.brokers {
+		if b.name == host {
+			return b
+		}
+	}
+	b := &brokerStat{name: host}
+	t.brokers = append(t.brokers, b)
+	return b
 }
 
 func missingBinary(bin string, err error) error {
@@ -158,8 +251,13 @@ func checkArg(what, v string) error {
 }
 
 func (t *PilotTransport) command(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, t.bin, args...)
-	cmd.Env = append(os.Environ(), t.opts.Env...)
+	return pilotCommand(ctx, t.bin, t.opts.Env, args...)
+}
+
+func pilotCommand(ctx context.Context, bin string, env []string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = pilotProcAttr()
 	cmd.WaitDelay = 2 * time.Second
 	return cmd
 }
@@ -181,11 +279,13 @@ func (t *PilotTransport) isClosed() bool {
 	return t.closed
 }
 
-// Publish runs one publish process per host, concurrently. It succeeds if at
-// least one host accepted the message (each failing host is counted in
-// PublishErrors and logged); if all fail it returns their errors joined.
-// Errors match ErrTimeout (deadline hit), the *PilotError sentinels
-// (ErrConnectionFailed, ErrNotFound, ...), ctx.Err() or ErrClosed.
+// Publish hands the message to every broker's queue and returns as soon as
+// one broker accepted it (the others carry on in the background, each up to
+// its own deadline), or with every broker's error joined when all failed,
+// or when ctx ends. Errors match ErrTimeout (deadline hit), ErrBackoff (the
+// broker is backing off after failures, or its queue dropped the message),
+// the *PilotError sentinels (ErrConnectionFailed, ErrNotFound, ...),
+// ctx.Err() or ErrClosed. Per-broker outcomes are in BrokerStats.
 func (t *PilotTransport) Publish(ctx context.Context, topic string, payload []byte) error {
 	if err := t.publishCheck(ctx, topic, payload); err != nil {
 		t.c.publishErrors.Add(1)
@@ -196,33 +296,33 @@ func (t *PilotTransport) Publish(ctx context.Context, topic string, payload []by
 		return ErrClosed
 	}
 	defer t.wg.Done()
-	hosts := t.opts.Hosts
-	errs := make([]error, len(hosts))
-	if len(hosts) == 1 {
-		errs[0] = t.publishOne(ctx, hosts[0], topic, payload)
-	} else {
-		var wg sync.WaitGroup
-		for i, h := range hosts {
-			wg.Go(func() { errs[i] = t.publishOne(ctx, h, topic, payload) })
-		}
-		wg.Wait()
+	payload = bytes.Clone(payload) // the queues outlive this call
+	if t.opts.Loopback {
+		t.loopback(topic, payload)
 	}
-	ok := false
-	for i, err := range errs {
-		if err == nil {
-			ok = true
-			continue
-		}
-		t.c.publishErrors.Add(1)
-		if len(hosts) > 1 {
-			t.logger.Warn("pilot publish failed on one host", "host", hosts[i], "topic", topic, "err", err)
+	job := &pubJob{topic: topic, payload: payload, queued: time.Now(), result: make(chan error, len(t.pubs))}
+	for _, p := range t.pubs {
+		p.enqueue(job)
+	}
+	var errs []error
+	for range t.pubs {
+		select {
+		case err := <-job.result:
+			if err == nil {
+				t.c.published.Add(1)
+				return nil
+			}
+			errs = append(errs, err)
+		case <-ctx.Done():
+			t.c.publishErrors.Add(1)
+			return fmt.Errorf("pilotctl publish: no broker accepted the message in time: %w", ctx.Err())
+		case <-t.ctx.Done():
+			t.c.publishErrors.Add(1)
+			return ErrClosed
 		}
 	}
-	if ok {
-		t.c.published.Add(1)
-		return nil
-	}
-	if len(hosts) == 1 {
+	t.c.publishErrors.Add(1)
+	if len(errs) == 1 {
 		return errs[0]
 	}
 	return errors.Join(errs...)
@@ -244,17 +344,173 @@ func (t *PilotTransport) publishCheck(ctx context.Context, topic string, payload
 	return nil
 }
 
-func (t *PilotTransport) publishOne(ctx context.Context, host, topic string, payload []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, t.opts.PublishTimeout)
-	defer cancel()
-	stop := context.AfterFunc(t.ctx, cancel)
-	defer stop()
-	select {
-	case t.sem <- struct{}{}:
-	case <-ctx.Done():
-		return t.ctxError(ctx, "publish", host)
+// loopback hands a publish to this transport's own matching subscriptions.
+func (t *PilotTransport) loopback(topic string, payload []byte) {
+	t.mu.Lock()
+	subs := make([]*pilotSub, 0, len(t.subs))
+	for s := range t.subs {
+		if s.topic == topic || s.topic == "*" {
+			subs = append(subs, s)
+		}
 	}
-	defer func() { <-t.sem }()
+	t.mu.Unlock()
+	for _, s := range subs {
+		select {
+		case s.ch <- pilotLine{host: len(s.hosts), topic: topic, payload: payload}:
+		case <-s.ctx.Done():
+		}
+	}
+}
+
+// ErrBackoff: a broker did not get a message because it is backing off
+// after failures, or because its queue was full (the oldest is dropped) or
+// the message waited longer than the publish deadline.
+var ErrBackoff = errors.New("broker backing off or saturated: message dropped")
+
+// pubJob is one message on its way to every publish broker; each sends
+// exactly one result.
+type pubJob struct {
+	topic   string
+	payload []byte
+	queued  time.Time
+	result  chan error // capacity: the number of brokers
+}
+
+// brokerPub is one broker's publishing side: a bounded queue served by a
+// fixed number of workers, and a back-off that keeps a failing broker from
+// holding workers and processes.
+type brokerPub struct {
+	t    *PilotTransport
+	stat *brokerStat
+	wake chan struct{}
+
+	mu       sync.Mutex
+	q        []*pubJob
+	failures int       // consecutive failed publishes
+	retryAt  time.Time // while failing: no message before this
+	probing  bool      // while failing: one message is in flight to test the broker
+	lastErr  error
+}
+
+func (p *brokerPub) drop(j *pubJob, why string) {
+	p.stat.dropped.Add(1)
+	j.result <- fmt.Errorf("pilotctl publish %s: %s: %w", p.stat.name, why, ErrBackoff)
+}
+
+func (p *brokerPub) enqueue(j *pubJob) {
+	p.mu.Lock()
+	if p.failures > 0 {
+		if p.probing || time.Now().Before(p.retryAt) {
+			last := p.lastErr
+			p.mu.Unlock()
+			p.drop(j, fmt.Sprintf("skipped while backing off after %d failure(s), the last: %v", p.failures, last))
+			return
+		}
+		p.probing = true
+	}
+	var old *pubJob
+	if len(p.q) >= p.t.opts.PublishQueue {
+		old, p.q = p.q[0], p.q[1:]
+	}
+	p.q = append(p.q, j)
+	p.mu.Unlock()
+	if old != nil {
+		p.drop(old, "queue full, oldest message dropped")
+	}
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *brokerPub) pop() *pubJob {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.q) == 0 {
+		return nil
+	}
+	j := p.q[0]
+	p.q[0] = nil
+	p.q = p.q[1:]
+	if len(p.q) > 0 { // another worker may be idle
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+	return j
+}
+
+// work is one publish worker of the broker, until Close.
+func (p *brokerPub) work() {
+	for {
+		select {
+		case <-p.t.ctx.Done():
+			return
+		case <-p.wake:
+		}
+		for j := p.pop(); j != nil; j = p.pop() {
+			if time.Since(j.queued) > p.t.opts.PublishTimeout {
+				p.drop(j, "waited longer than the publish deadline")
+				p.settle(nil, true)
+				continue
+			}
+			start := time.Now()
+			err := p.t.publishOne(p.stat.name, j.topic, j.payload)
+			if errors.Is(err, ErrClosed) {
+				j.result <- err
+				return
+			}
+			if err == nil {
+				p.stat.published.Add(1)
+				p.stat.latency.observe(time.Since(start))
+			} else {
+				p.stat.publishErrors.Add(1)
+			}
+			p.settle(err, false)
+			j.result <- err
+		}
+	}
+}
+
+// settle records a publish outcome for the back-off; skipped: the message
+// never reached pilotctl (a probe that was dropped ends the probe). After a
+// failure the queued messages are dropped: they would wait for a broker
+// that just failed.
+func (p *brokerPub) settle(err error, skipped bool) {
+	p.mu.Lock()
+	p.probing = false
+	if skipped {
+		p.mu.Unlock()
+		return
+	}
+	if err == nil {
+		if p.failures > 0 {
+			p.t.logger.Info("pilot broker publishes again", "host", p.stat.name, "after_failures", p.failures)
+		}
+		p.failures = 0
+		p.mu.Unlock()
+		return
+	}
+	p.failures++
+	p.lastErr = err
+	backoff := min(p.t.opts.PublishBackoffMin<<min(p.failures-1, 16), p.t.opts.PublishBackoffMax)
+	wait := backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1))
+	p.retryAt = time.Now().Add(wait)
+	queued := p.q
+	p.q = nil
+	failures := p.failures
+	p.mu.Unlock()
+	p.t.logger.Warn("pilot publish failed; backing off this broker", "host", p.stat.name, "err", err, "failures", failures, "backoff", wait.Round(time.Millisecond))
+	for _, j := range queued {
+		p.drop(j, "broker failed while the message waited")
+	}
+}
+
+// publishOne runs one publish process, bounded by PublishTimeout and Close.
+func (t *PilotTransport) publishOne(host, topic string, payload []byte) error {
+	ctx, cancel := context.WithTimeout(t.ctx, t.opts.PublishTimeout)
+	defer cancel()
 	cmd := t.command(ctx, "--json", "publish", host, topic, "--data="+string(payload))
 	var stdout, stderr limitedBuffer
 	stdout.max, stderr.max = 64<<10, 64<<10
@@ -278,8 +534,7 @@ func (t *PilotTransport) publishOne(ctx context.Context, host, topic string, pay
 	return parsePilotError("publish", host, stderr.Bytes(), err)
 }
 
-// ctxError explains why ctx (a child of the caller's ctx, the publish
-// deadline and the transport) ended.
+// ctxError explains why ctx (a child of the transport's, with a deadline) ended.
 func (t *PilotTransport) ctxError(ctx context.Context, op, host string) error {
 	if t.ctx.Err() != nil {
 		return ErrClosed
@@ -318,39 +573,121 @@ func (t *PilotTransport) Info(ctx context.Context) (map[string]any, error) {
 	if t.isClosed() {
 		return nil, ErrClosed
 	}
-	ctx, cancel := context.WithTimeout(ctx, t.opts.PublishTimeout)
+	return pilotInfo(ctx, t.bin, t.opts.Binary, t.opts.Env, t.opts.PublishTimeout)
+}
+
+func pilotInfo(ctx context.Context, bin, name string, env []string, timeout time.Duration) (map[string]any, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := t.command(ctx, "--json", "info")
+	cmd := pilotCommand(ctx, bin, env, "--json", "info")
 	var stdout, stderr limitedBuffer
 	stdout.max, stderr.max = 1<<20, 64<<10
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return nil, missingBinary(t.opts.Binary, err)
+			return nil, missingBinary(name, err)
 		}
 		if ctx.Err() != nil {
-			return nil, t.ctxError(ctx, "info", "")
+			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+				return nil, fmt.Errorf("pilotctl info: no answer in time: %w (%w)", ErrTimeout, context.DeadlineExceeded)
+			}
+			return nil, fmt.Errorf("pilotctl info: %w", ctx.Err())
 		}
 		return nil, parsePilotError("info", "", stderr.Bytes(), err)
 	}
-	var env struct {
+	var envl struct {
 		Status string         `json:"status"`
 		Data   map[string]any `json:"data"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &env); err != nil || env.Status != "ok" {
+	if err := json.Unmarshal(stdout.Bytes(), &envl); err != nil || envl.Status != "ok" {
 		return nil, fmt.Errorf("pilotctl info: unexpected output %q: %w", truncate(stdout.Bytes(), 200), ErrInternal)
 	}
-	return env.Data, nil
+	return envl.Data, nil
 }
 
-// Subscribe starts one `pilotctl --json subscribe <host> <topic>` per host
-// (topic "*" is pilot's only wildcard: every topic, each Message carrying its
-// own)
-// and returns once they are started (pilot gives no ready signal: the
-// subscription goes live 80-220 ms later, and anything published before is
-// lost). The processes are restarted with back-off whenever they exit; each
-// restart is counted in Resubscribes (and reported to OnGap). It fails at
-// once only for a bad topic, a closed transport or a missing binary.
+// PilotNode is the local pilot node, as `pilotctl --json info` reports it.
+type PilotNode struct {
+	NodeID   int64
+	Address  string // "0:0000.0000.0005"
+	Hostname string
+}
+
+// PilotLocalNode asks the local daemon (through opts.Binary and opts.Env)
+// which node it is.
+func PilotLocalNode(ctx context.Context, opts PilotOptions) (PilotNode, error) {
+	name := cmp.Or(opts.Binary, "pilotctl")
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		return PilotNode{}, missingBinary(name, err)
+	}
+	info, err := pilotInfo(ctx, bin, name, opts.Env, cmp.Or(opts.PublishTimeout, 5*time.Second))
+	if err != nil {
+		return PilotNode{}, err
+	}
+	return ParsePilotNode(info)
+}
+
+// ParsePilotNode reads the node from info's data object: node_id (a
+// number), address and hostname (strings; hostname may be empty).
+func ParsePilotNode(info map[string]any) (PilotNode, error) {
+	id, ok := info["node_id"].(float64)
+	addr, _ := info["address"].(string)
+	if !ok || id < 0 || id != float64(int64(id)) || addr == "" {
+		return PilotNode{}, fmt.Errorf("pilotctl info: no numeric node_id and address in %v: %w", info, ErrInternal)
+	}
+	host, _ := info["hostname"].(string)
+	return PilotNode{NodeID: int64(id), Address: addr, Hostname: host}, nil
+}
+
+// Is reports whether ref (a broker as given on the command line: host
+// name, address or node id) names this node.
+func (n PilotNode) Is(ref string) bool {
+	if id, err := strconv.ParseInt(ref, 10, 64); err == nil {
+		return id == n.NodeID
+	}
+	return strings.EqualFold(ref, n.Address) || (n.Hostname != "" && strings.EqualFold(ref, n.Hostname))
+}
+
+// PilotLayout decides, for the node self, which of brokers it publishes to
+// and subscribes on (docs/pilotctl.md explains the layouts):
+//
+//   - self is not among brokers (dedicated broker nodes): publish to and
+//     subscribe on every broker.
+//   - self is among them (brokers are the members' own nodes): subscribe on
+//     its own broker only and publish to every other one, never to its own
+//     (a node publishing to its own broker while subscribed floods its
+//     daemon); its own messages are looped back locally. A node that dies
+//     then takes only its own broker with it.
+//
+// It fails if self is the only broker, or if the list names self twice.
+func PilotLayout(self PilotNode, brokers []string) (publish, subscribe []string, loopback bool, err error) {
+	var own []string
+	for _, b := range brokers {
+		if self.Is(b) {
+			own = append(own, b)
+		} else {
+			publish = append(publish, b)
+		}
+	}
+	switch {
+	case len(own) == 0:
+		return publish, publish, false, nil
+	case len(own) > 1:
+		return nil, nil, false, fmt.Errorf("hostfuncs: brokers %s all name this node (%s): list it once: %w", strings.Join(own, ", "), self.Address, ErrInvalidArgument)
+	case len(publish) == 0:
+		return nil, nil, false, fmt.Errorf("hostfuncs: the only broker, %s, is this node (%s): publishing to your own broker floods the pilot daemon; list the other members' nodes (or dedicated broker nodes) too: %w", own[0], self.Address, ErrInvalidArgument)
+	}
+	return publish, own, true, nil
+}
+
+// Subscribe starts one `pilotctl --json subscribe <host> <topic>` per
+// subscribed broker (topic "*" is pilot's only wildcard: every topic, each
+// Message carrying its own) and returns once they are started (pilot gives
+// no ready signal: the subscription goes live 80-220 ms later, and anything
+// published before is lost). The processes are restarted with back-off
+// whenever they exit or stall; each restart is counted in Resubscribes and
+// per broker (and reported to OnGap). It fails at once only for a bad
+// topic, a closed transport or a missing binary.
 func (t *PilotTransport) Subscribe(ctx context.Context, topic string, deliver func(Message)) error {
 	if err := checkArg("topic", topic); err != nil {
 		return err
@@ -365,9 +702,14 @@ func (t *PilotTransport) Subscribe(ctx context.Context, topic string, deliver fu
 
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(t.ctx, cancel)
-	s := &pilotSub{t: t, topic: topic, ch: make(chan pilotLine, 64)}
-	cmds := make([]*pilotProc, len(t.opts.Hosts))
-	for i, h := range t.opts.Hosts {
+	s := &pilotSub{t: t, topic: topic, ctx: ctx, ch: make(chan pilotLine, 64)}
+	for _, h := range t.opts.SubscribeHosts {
+		for range t.opts.SubscriptionsPerHost {
+			s.hosts = append(s.hosts, &subHost{stat: t.broker(h)})
+		}
+	}
+	cmds := make([]*pilotProc, len(s.hosts))
+	for i, h := range s.hosts {
 		p, err := s.start(ctx, h)
 		if err != nil {
 			cancel()
@@ -379,29 +721,77 @@ func (t *PilotTransport) Subscribe(ctx context.Context, topic string, deliver fu
 		}
 		cmds[i] = p
 	}
+	t.mu.Lock()
+	t.subs[s] = struct{}{}
+	t.mu.Unlock()
 	var readers sync.WaitGroup
-	for i, h := range t.opts.Hosts {
+	for i, h := range s.hosts {
 		readers.Add(1)
-		t.wg.Add(1)
-		go func() {
-			defer t.wg.Done()
+		t.wg.Go(func() {
 			defer readers.Done()
 			s.loop(ctx, i, h, cmds[i])
-		}()
+		})
 	}
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
+	t.wg.Go(func() { s.watchStalls(ctx) })
+	t.wg.Go(func() {
 		defer stop()
 		defer cancel()
-		s.deliverLoop(ctx, deliver, len(t.opts.Hosts) > 1)
+		s.deliverLoop(ctx, deliver)
 		readers.Wait()
-	}()
+		t.mu.Lock()
+		delete(t.subs, s)
+		t.mu.Unlock()
+	})
 	return nil
 }
 
 // Stats returns the transport's counters.
 func (t *PilotTransport) Stats() Stats { return t.c.snapshot() }
+
+// PilotBrokerStats are one broker's counters (monotonic) as seen by one
+// transport.
+type PilotBrokerStats struct {
+	Host                   string
+	Publishing, Subscribed bool   // its role in this transport's layout
+	Published              uint64 // publish processes that succeeded
+	PublishErrors          uint64 // publish processes that failed or hit their deadline
+	Dropped                uint64 // messages it never got: back-off, full queue, stale
+	Received               uint64 // events read from its subscriptions, copies included
+	Delivered              uint64 // events it delivered first (handed to the subscriber)
+	Duplicates             uint64 // events dropped as copies of ones already delivered
+	Restarts               uint64 // subscribe processes restarted (ended, reset or stalled)
+	Stalls                 uint64 // subscriptions declared stalled and killed
+	PublishLatency         LatencyHistogram
+}
+
+// LatencyHistogram is a cumulative histogram of successful publish process
+// durations, in seconds (Prometheus's layout).
+type LatencyHistogram struct {
+	Bounds     []float64 // upper bounds, ascending
+	Counts     []uint64  // Counts[i]: observations ≤ Bounds[i]
+	Count      uint64
+	SumSeconds float64
+}
+
+// PublishLatencyBounds are LatencyHistogram's bounds: around pilotctl's
+// 55-85 ms process start, up to the 1 s default deadline and beyond.
+var PublishLatencyBounds = []float64{0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5}
+
+// BrokerStats returns each broker's counters: the publish brokers in order,
+// then subscribe-only ones.
+func (t *PilotTransport) BrokerStats() []PilotBrokerStats {
+	out := make([]PilotBrokerStats, len(t.brokers))
+	for i, b := range t.brokers {
+		out[i] = PilotBrokerStats{
+			Host: b.name, Publishing: b.publishing, Subscribed: b.subscribed,
+			Published: b.published.Load(), PublishErrors: b.publishErrors.Load(), Dropped: b.dropped.Load(),
+			Received: b.received.Load(), Delivered: b.delivered.Load(), Duplicates: b.duplicates.Load(),
+			Restarts: b.restarts.Load(), Stalls: b.stalls.Load(),
+			PublishLatency: b.latency.snapshot(),
+		}
+	}
+	return out
+}
 
 // Close kills every pilotctl process of this transport and waits for its
 // goroutines. Idempotent.
@@ -414,8 +804,41 @@ func (t *PilotTransport) Close() error {
 	return nil
 }
 
+type brokerStat struct {
+	name                   string
+	publishing, subscribed bool
+	published, publishErrors, dropped,
+	received, delivered, duplicates, restarts, stalls atomic.Uint64
+	latency latencyHist
+}
+
+type latencyHist struct {
+	counts [11]atomic.Uint64 // per bucket of PublishLatencyBounds, then +Inf
+	sumNs  atomic.Int64
+}
+
+func (h *latencyHist) observe(d time.Duration) {
+	s := d.Seconds()
+	i := sort.SearchFloat64s(PublishLatencyBounds, s)
+	h.counts[i].Add(1)
+	h.sumNs.Add(int64(d))
+}
+
+func (h *latencyHist) snapshot() LatencyHistogram {
+	out := LatencyHistogram{Bounds: PublishLatencyBounds, Counts: make([]uint64, len(PublishLatencyBounds))}
+	for i := range h.counts {
+		n := h.counts[i].Load()
+		out.Count += n
+		if i < len(out.Counts) {
+			out.Counts[i] = out.Count
+		}
+	}
+	out.SumSeconds = time.Duration(h.sumNs.Load()).Seconds()
+	return out
+}
+
 type pilotLine struct {
-	host    int
+	host    int // index in pilotSub.hosts; len(hosts): the local loopback
 	topic   string
 	payload []byte
 }
@@ -423,7 +846,21 @@ type pilotLine struct {
 type pilotSub struct {
 	t     *PilotTransport
 	topic string
+	ctx   context.Context
 	ch    chan pilotLine
+	hosts []*subHost
+}
+
+// subHost is one subscribed broker of a subscription.
+type subHost struct {
+	stat      *brokerStat
+	lastEvent atomic.Int64 // unix ns of the last event read; 0: none yet
+	since     atomic.Int64 // unix ns the current process started
+
+	mu      sync.Mutex
+	proc    *pilotProc // the running process; nil while backing off
+	stalls  int        // consecutive stalls, reset by an event
+	stalled bool       // the current process was killed as stalled
 }
 
 type pilotProc struct {
@@ -437,7 +874,8 @@ func (p *pilotProc) wait() error {
 	return p.cmd.Wait()
 }
 
-func (s *pilotSub) start(ctx context.Context, host string) (*pilotProc, error) {
+func (s *pilotSub) start(ctx context.Context, h *subHost) (*pilotProc, error) {
+	host := h.stat.name
 	cmd := s.t.command(ctx, "--json", "subscribe", host, s.topic)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -451,16 +889,23 @@ func (s *pilotSub) start(ctx context.Context, host string) (*pilotProc, error) {
 		}
 		return nil, fmt.Errorf("hostfuncs: starting pilotctl subscribe %s %s: %w", host, s.topic, err)
 	}
-	return &pilotProc{cmd: cmd, stdout: stdout, stderr: stderr}, nil
+	p := &pilotProc{cmd: cmd, stdout: stdout, stderr: stderr}
+	h.mu.Lock()
+	h.proc, h.stalled = p, false
+	h.since.Store(time.Now().UnixNano())
+	h.mu.Unlock()
+	return p, nil
 }
 
-// loop reads one host's subscribe process and restarts it until ctx ends.
-func (s *pilotSub) loop(ctx context.Context, idx int, host string, p *pilotProc) {
+// loop reads one broker's subscribe process and restarts it until ctx ends.
+func (s *pilotSub) loop(ctx context.Context, idx int, h *subHost, p *pilotProc) {
 	t := s.t
+	host := h.stat.name
 	log := t.logger.With("host", host, "topic", s.topic)
 	backoff := t.opts.BackoffMin
 	for {
 		started := time.Now()
+		wait := time.Duration(0)
 		if p != nil {
 			readLines(bufio.NewReaderSize(p.stdout, 64<<10), t.opts.MaxLineBytes, func(line []byte, tooLong bool) bool {
 				topic, payload, err := s.parse(line, tooLong)
@@ -473,6 +918,8 @@ func (s *pilotSub) loop(ctx context.Context, idx int, host string, p *pilotProc)
 				if payload == nil {
 					return true
 				}
+				h.lastEvent.Store(time.Now().UnixNano())
+				h.stat.received.Add(1)
 				select {
 				case s.ch <- pilotLine{host: idx, topic: topic, payload: payload}:
 					return true
@@ -481,41 +928,95 @@ func (s *pilotSub) loop(ctx context.Context, idx int, host string, p *pilotProc)
 				}
 			})
 			err := p.wait()
+			h.mu.Lock()
+			h.proc = nil
+			stalled := h.stalled
+			h.mu.Unlock()
 			if ctx.Err() != nil {
 				return
 			}
 			var gapErr error = &PilotError{Op: "subscribe", Host: host, Code: "internal", Message: "subscribe exited"}
-			if err != nil {
+			switch {
+			case stalled:
+				gapErr = &PilotError{Op: "subscribe", Host: host, Code: "timeout", Message: "stalled: killed and restarted"}
+			case err != nil:
 				gapErr = parsePilotError("subscribe", host, p.stderr.Bytes(), err)
 			}
-			t.c.resubscribes.Add(1)
-			lived := time.Since(started)
-			if lived >= t.opts.StableAfter {
-				backoff = t.opts.BackoffMin
-			}
-			log.Warn("pilot subscription ended; resubscribing (messages in the gap are lost)", "err", gapErr, "lived", lived.Round(time.Millisecond), "backoff", backoff)
 			if t.opts.OnGap != nil {
 				t.opts.OnGap(s.topic, host, gapErr)
 			}
+			t.c.resubscribes.Add(1)
+			h.stat.restarts.Add(1)
+			lived := time.Since(started)
+			if lived >= t.opts.StableAfter || h.lastEvent.Load() > started.UnixNano() {
+				backoff = t.opts.BackoffMin // it worked (a reset, an idle drop): back at once
+			} else {
+				wait = backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1)) // full jitter in [backoff/2, backoff]
+				backoff = min(backoff*2, t.opts.BackoffMax)
+			}
+			log.Warn("pilot subscription ended; resubscribing (messages in the gap are lost)", "err", gapErr, "lived", lived.Round(time.Millisecond), "wait", wait.Round(time.Millisecond))
+		} else {
+			wait = backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1))
+			backoff = min(backoff*2, t.opts.BackoffMax)
 		}
-		// Full jitter in [backoff/2, backoff].
-		wait := backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1))
-		backoff = min(backoff*2, t.opts.BackoffMax)
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case <-timer.C:
+		if wait > 0 {
+			timer := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-timer.C:
+			}
 		}
 		var err error
-		p, err = s.start(ctx, host)
+		p, err = s.start(ctx, h)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			log.Error("pilot subscribe: cannot start pilotctl", "err", err)
 			p = nil
+		}
+	}
+}
+
+// watchStalls kills a subscribe process that delivered nothing for
+// StallAfter (doubling with each consecutive stall of that broker, up to
+// 16×) while another broker of the subscription delivered within
+// StallAfter, or that is the subscription's only one. A blocked broker
+// fan-out, a half-dead connection or a hung pilotctl look like this.
+func (s *pilotSub) watchStalls(ctx context.Context) {
+	after := s.t.opts.StallAfter
+	tick := time.NewTicker(max(after/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := time.Now().UnixNano()
+		for i, h := range s.hosts {
+			quiet := time.Duration(now - max(h.lastEvent.Load(), h.since.Load()))
+			othersDeliver := len(s.hosts) == 1
+			for j, o := range s.hosts {
+				if j != i && time.Duration(now-o.lastEvent.Load()) < after {
+					othersDeliver = true
+				}
+			}
+			h.mu.Lock()
+			if h.lastEvent.Load() > h.since.Load() {
+				h.stalls = 0 // it delivered since its last start
+			}
+			if h.proc != nil && !h.stalled && othersDeliver && quiet > after<<min(h.stalls, 4) {
+				h.stalls++
+				h.stalled = true
+				h.stat.stalls.Add(1)
+				s.t.logger.Warn("pilot subscription stalled; restarting it", "host", h.stat.name, "topic", s.topic,
+					"quiet", quiet.Round(time.Millisecond), "consecutive", h.stalls)
+				h.proc.cmd.Process.Kill()
+			}
+			h.mu.Unlock()
 		}
 	}
 }
@@ -551,51 +1052,94 @@ func (s *pilotSub) parse(line []byte, tooLong bool) (string, []byte, error) {
 	return *ev.Topic, payload, nil
 }
 
+// dedup remembers the last DedupSize distinct payloads delivered (by a
+// 64-bit hash of topic and payload) and which sources sent a copy since.
+type dedup struct {
+	window time.Duration
+	seed   maphash.Seed
+	seen   map[uint64]*dedupEntry
+	ring   []uint64 // insertion order, for eviction
+	next   int
+}
+
 type dedupEntry struct {
-	at    time.Time
-	hosts uint64 // bit i: host i delivered a copy since the last delivery
+	at      time.Time
+	sources uint64 // bit i: source i sent a copy since the delivery
+	slot    int    // its place in ring
+}
+
+func newDedup(size int, window time.Duration) *dedup {
+	return &dedup{window: window, seed: maphash.MakeSeed(), seen: make(map[uint64]*dedupEntry, size), ring: make([]uint64, 0, size)}
+}
+
+// fresh reports whether a copy from source should be delivered: it is not
+// a copy of a payload delivered within the window from another source. A
+// payload that the same source sends again is a genuine repeat (pilot
+// brokers do not duplicate), delivered again.
+func (d *dedup) fresh(source int, topic string, payload []byte, now time.Time) bool {
+	var h maphash.Hash
+	h.SetSeed(d.seed)
+	h.WriteString(topic)
+	h.WriteByte(0)
+	h.Write(payload)
+	key := h.Sum64()
+	bit := uint64(1) << source
+	if e := d.seen[key]; e != nil && now.Sub(e.at) <= d.window && e.sources&bit == 0 {
+		e.sources |= bit
+		return false
+	}
+	if e := d.seen[key]; e != nil { // a repeat: move it to the newest slot
+		d.ring[e.slot] = 0
+		delete(d.seen, key)
+	}
+	slot := len(d.ring)
+	if slot < cap(d.ring) {
+		d.ring = append(d.ring, key)
+	} else {
+		slot = d.next
+		d.next = (d.next + 1) % cap(d.ring)
+		if old, e := d.ring[slot], d.seen[d.ring[slot]]; e != nil && e.slot == slot {
+			delete(d.seen, old)
+		}
+		d.ring[slot] = key
+	}
+	d.seen[key] = &dedupEntry{at: now, sources: bit, slot: slot}
+	return true
 }
 
 // deliverLoop is the subscription's only caller of deliver.
-func (s *pilotSub) deliverLoop(ctx context.Context, deliver func(Message), dedup bool) {
-	seen := map[[32]byte]*dedupEntry{}
-	lastPrune := time.Now()
-	window := s.t.opts.DedupWindow
+func (s *pilotSub) deliverLoop(ctx context.Context, deliver func(Message)) {
+	sources := len(s.hosts)
+	if s.t.opts.Loopback {
+		sources++
+	}
+	var dd *dedup
+	if sources > 1 {
+		dd = newDedup(s.t.opts.DedupSize, s.t.opts.DedupWindow)
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case l := <-s.ch:
-			if dedup {
-				now := time.Now()
-				if now.Sub(lastPrune) > window {
-					for k, e := range seen {
-						if now.Sub(e.at) > window {
-							delete(seen, k)
-						}
-					}
-					lastPrune = now
+			var stat *brokerStat
+			if l.host < len(s.hosts) {
+				stat = s.hosts[l.host].stat
+			}
+			if dd != nil && !dd.fresh(l.host, l.topic, l.payload, time.Now()) {
+				s.t.c.duplicates.Add(1)
+				if stat != nil {
+					stat.duplicates.Add(1)
 				}
-				h := sha256.New()
-				h.Write([]byte(l.topic))
-				h.Write([]byte{0})
-				h.Write(l.payload)
-				var key [32]byte
-				h.Sum(key[:0])
-				bit := uint64(1) << l.host
-				if e := seen[key]; e != nil && now.Sub(e.at) <= window && e.hosts&bit == 0 {
-					// Another host's copy of a message already delivered.
-					e.hosts |= bit
-					s.t.c.duplicates.Add(1)
-					continue
-				}
-				// New, or a genuine repeat from the same host.
-				seen[key] = &dedupEntry{at: now, hosts: bit}
+				continue
 			}
 			if ctx.Err() != nil {
 				return
 			}
 			s.t.c.received.Add(1)
+			if stat != nil {
+				stat.delivered.Add(1)
+			}
 			deliver(Message{Topic: l.topic, Payload: l.payload})
 		}
 	}

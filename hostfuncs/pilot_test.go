@@ -24,6 +24,9 @@ func newPilot(t *testing.T, d *pilotstandin.Daemon, opts PilotOptions) *PilotTra
 		opts.BackoffMin = 20 * time.Millisecond
 		opts.BackoffMax = 200 * time.Millisecond
 	}
+	if opts.PublishBackoffMin == 0 {
+		opts.PublishBackoffMin = 20 * time.Millisecond
+	}
 	tr, err := NewPilotTransport(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +266,8 @@ func TestPilotSeveralHostsDeliverOnce(t *testing.T) {
 		waitFor(t, "the second host's copy", func() bool { return bob.Stats().Duplicates == uint64(i) })
 		c.none(t)
 	}
-	// One host down: publish still succeeds through the other, counted once as an error.
+	// One host down: publish still succeeds through the other; the failure
+	// is counted on that broker only.
 	d.StopBroker("b")
 	if err := alice.Publish(ctx, "t", []byte("half")); err != nil {
 		t.Fatal(err)
@@ -271,8 +275,199 @@ func TestPilotSeveralHostsDeliverOnce(t *testing.T) {
 	if m := c.next(t); string(m.Payload) != "half" {
 		t.Fatalf("got %q", m.Payload)
 	}
-	if s := alice.Stats(); s.Published != 3 || s.PublishErrors != 1 {
+	waitFor(t, "b's publish error", func() bool { return alice.BrokerStats()[1].PublishErrors == 1 })
+	if s := alice.Stats(); s.Published != 3 || s.PublishErrors != 0 {
 		t.Fatalf("alice stats %+v", s)
+	}
+	bs := bob.BrokerStats()
+	if bs[0].Host != "a" || bs[0].Received != 3 || bs[1].Received != 2 || bs[0].Delivered+bs[1].Delivered != 3 || bs[0].Duplicates+bs[1].Duplicates != 2 {
+		t.Fatalf("bob's broker stats %+v", bs)
+	}
+	if as := alice.BrokerStats(); as[0].Published != 3 || as[0].PublishLatency.Count != 3 || as[0].PublishLatency.SumSeconds <= 0 {
+		t.Fatalf("alice's broker stats %+v", as)
+	}
+}
+
+// A broker whose publishes hang (a killed node holds them ~29 s) delays
+// neither the other broker nor the next message; it gets at most its
+// workers' processes, then is backed off, its drops counted.
+func TestPilotHangingBrokerBlocksNothing(t *testing.T) {
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a", "k"}, KillHang: 20 * time.Second})
+	hosts := []string{"a", "k"}
+	alice := newPilot(t, d, PilotOptions{Hosts: hosts, PublishTimeout: 300 * time.Millisecond, PublishBackoffMin: 2 * time.Second})
+	bob := newPilot(t, d, PilotOptions{Hosts: []string{"a"}})
+	ctx := context.Background()
+	c := newCollector()
+	if err := bob.Subscribe(ctx, "t", c.deliver); err != nil {
+		t.Fatal(err)
+	}
+	waitLive(t, d, "a", "t", 1)
+	d.KillBroker("k")
+	start := time.Now()
+	const n = 10
+	for i := range n {
+		if err := alice.Publish(ctx, "t", fmt.Appendf(nil, "m%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		if m := c.next(t); string(m.Payload) != fmt.Sprintf("m%d", i) {
+			t.Fatalf("got %q", m.Payload)
+		}
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("%d messages took %v with one broker hanging", n, took)
+	}
+	waitFor(t, "every message to k settled", func() bool { k := alice.BrokerStats()[1]; return k.PublishErrors+k.Dropped == n })
+	k := alice.BrokerStats()[1]
+	if k.Published != 0 || k.PublishErrors > 2 || k.PublishErrors+k.Dropped != n {
+		t.Fatalf("the hanging broker: %+v (want every message failed or dropped, at most 2 processes)", k)
+	}
+}
+
+// A slow broker's queue is bounded: the oldest message is dropped.
+func TestPilotQueueDropsOldest(t *testing.T) {
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a", "k"}, KillHang: 20 * time.Second})
+	d.KillBroker("k")
+	tr := newPilot(t, d, PilotOptions{Hosts: []string{"a", "k"}, PublishWorkers: 1, PublishQueue: 2, PublishTimeout: 5 * time.Second})
+	for i := range 6 {
+		if err := tr.Publish(context.Background(), "t", fmt.Appendf(nil, "m%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One in flight, two queued: the other three were dropped, oldest first.
+	waitFor(t, "three drops", func() bool { return tr.BrokerStats()[1].Dropped == 3 })
+	if k := tr.BrokerStats()[1]; k.PublishErrors != 0 || k.Published != 0 {
+		t.Fatalf("%+v", k)
+	}
+}
+
+// A subscription that delivers nothing while another delivers is declared
+// stalled and restarted: here the broker's fan-out blocks behind a
+// subscriber whose node was killed (Pilot's fault).
+func TestPilotStalledSubscriptionRestarted(t *testing.T) {
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a", "b", "z"}, DeadSubscriberWindow: 1, DeadSubscriberBlock: time.Minute})
+	hosts := []string{"a", "b"}
+	zombie := newPilot(t, d, PilotOptions{Hosts: []string{"b"}, Env: []string{pilotstandin.EnvNode + "=z"}})
+	if err := zombie.Subscribe(context.Background(), "t", func(Message) {}); err != nil {
+		t.Fatal(err)
+	}
+	waitLive(t, d, "b", "t", 1)
+	alice := newPilot(t, d, PilotOptions{Hosts: hosts})
+	bob := newPilot(t, d, PilotOptions{Hosts: hosts, StallAfter: 300 * time.Millisecond})
+	c := newCollector()
+	if err := bob.Subscribe(context.Background(), "t", c.deliver); err != nil {
+		t.Fatal(err)
+	}
+	waitLive(t, d, "a", "t", 1)
+	waitLive(t, d, "b", "t", 2)
+	d.KillNode("z")
+	for i := 0; bob.BrokerStats()[1].Stalls == 0; i++ {
+		if i > 100 {
+			t.Fatalf("no stall detected: %+v", bob.BrokerStats())
+		}
+		if err := alice.Publish(context.Background(), "t", fmt.Appendf(nil, "m%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		if m := c.next(t); string(m.Payload) != fmt.Sprintf("m%d", i) {
+			t.Fatalf("got %q", m.Payload)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !d.Blocked("b") {
+		t.Fatal("b is not blocked: the test did not exercise the fault")
+	}
+	waitFor(t, "the stalled subscription's restart", func() bool { return bob.BrokerStats()[1].Restarts >= 1 })
+	if a := bob.BrokerStats()[0]; a.Stalls != 0 {
+		t.Fatalf("the live broker was declared stalled: %+v", a)
+	}
+}
+
+// Loopback delivers a transport's own publishes when no subscribed broker
+// echoes them (its own broker is never published to).
+func TestPilotLoopback(t *testing.T) {
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"me", "peer"}})
+	tr := newPilot(t, d, PilotOptions{Hosts: []string{"peer"}, SubscribeHosts: []string{"me"}, Loopback: true, Env: []string{pilotstandin.EnvNode + "=me"}})
+	peer := newPilot(t, d, PilotOptions{Hosts: []string{"me"}, Env: []string{pilotstandin.EnvNode + "=peer"}})
+	c := newCollector()
+	if err := tr.Subscribe(context.Background(), "t", c.deliver); err != nil {
+		t.Fatal(err)
+	}
+	waitLive(t, d, "me", "t", 1)
+	if err := tr.Publish(context.Background(), "t", []byte("mine")); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.next(t); string(m.Payload) != "mine" {
+		t.Fatalf("got %q", m.Payload)
+	}
+	if err := peer.Publish(context.Background(), "t", []byte("theirs")); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.next(t); string(m.Payload) != "theirs" {
+		t.Fatalf("got %q", m.Payload)
+	}
+	c.none(t)
+	if d.SelfPublishes() != 0 {
+		t.Fatal("published to its own broker")
+	}
+}
+
+func TestPilotLayout(t *testing.T) {
+	self, err := ParsePilotNode(map[string]any{"node_id": float64(5), "address": "0:0000.0000.0005", "hostname": "me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"5", "0:0000.0000.0005", "ME"} {
+		if !self.Is(ref) {
+			t.Errorf("%q is not self", ref)
+		}
+	}
+	for _, ref := range []string{"6", "0:0000.0000.0006", "other", ""} {
+		if self.Is(ref) {
+			t.Errorf("%q is self", ref)
+		}
+	}
+	pub, sub, loop, err := PilotLayout(self, []string{"x", "y", "z"})
+	if err != nil || strings.Join(pub, ",") != "x,y,z" || strings.Join(sub, ",") != "x,y,z" || loop {
+		t.Fatalf("dedicated: %v %v %v %v", pub, sub, loop, err)
+	}
+	pub, sub, loop, err = PilotLayout(self, []string{"x", "me", "y"})
+	if err != nil || strings.Join(pub, ",") != "x,y" || strings.Join(sub, ",") != "me" || !loop {
+		t.Fatalf("members' nodes: %v %v %v %v", pub, sub, loop, err)
+	}
+	if _, _, _, err := PilotLayout(self, []string{"5"}); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "floods") {
+		t.Fatalf("only self: %v", err)
+	}
+	if _, _, _, err := PilotLayout(self, []string{"me", "5", "x"}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("self twice: %v", err)
+	}
+	for _, bad := range []map[string]any{{}, {"node_id": "5", "address": "a"}, {"node_id": 1.5, "address": "a"}, {"node_id": float64(1)}} {
+		if _, err := ParsePilotNode(bad); err == nil {
+			t.Errorf("ParsePilotNode(%v) accepted", bad)
+		}
+	}
+}
+
+func TestDedupBounded(t *testing.T) {
+	dd := newDedup(4, time.Minute)
+	now := time.Now()
+	for i := range 5 {
+		if !dd.fresh(0, "t", fmt.Appendf(nil, "p%d", i), now) {
+			t.Fatalf("p%d not fresh", i)
+		}
+	}
+	if len(dd.seen) != 4 {
+		t.Fatalf("%d entries kept, want 4", len(dd.seen))
+	}
+	if dd.fresh(1, "t", []byte("p4"), now) {
+		t.Fatal("a copy of p4 from another source was delivered")
+	}
+	if !dd.fresh(1, "t", []byte("p0"), now) {
+		t.Fatal("p0 was evicted, yet its copy was dropped")
+	}
+	if !dd.fresh(0, "t", []byte("p4"), now) {
+		t.Fatal("a repeat from the same source was dropped")
+	}
+	if dd.fresh(1, "t", []byte("p3"), now.Add(2*time.Minute)) == false {
+		t.Fatal("a copy after the window was dropped")
 	}
 }
 

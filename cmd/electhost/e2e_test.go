@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/hostfuncs/natstest"
-	"github.com/electcore/electcore/internal/pilotstandin"
 )
 
 // cluster is a set of `electhost run` processes in one group.
@@ -27,6 +26,7 @@ type cluster struct {
 	ids       []string
 	transport []string // --transport/--broker/... flags
 	env       []string
+	envOf     func(id string) []string // per agent, after env (nil: none)
 	hb, et    time.Duration
 	latency   time.Duration // the bus's one-way latency bound
 	root      string        // state dirs and logs
@@ -102,7 +102,8 @@ func (c *cluster) start(id string) *agentProc {
 	args = append(args, c.transport...)
 	args = append(args, "--", os.Args[0])
 	p.cmd = exec.Command(binPath, args...)
-	p.cmd.Env = append(append(os.Environ(), c.env...),
+	p.cmd.Env = append(append(os.Environ(), c.env...), c.agentEnv(id)...)
+	p.cmd.Env = append(p.cmd.Env,
 		"ELECTCORE_WASM="+wasmPath,
 		"ELECTHOST_TEST_HELPER=leadercmd",
 		"ELECTHOST_TEST_DIR="+c.shared)
@@ -130,6 +131,13 @@ func (c *cluster) start(id string) *agentProc {
 	c.procs[id] = p
 	c.mu.Unlock()
 	return p
+}
+
+func (c *cluster) agentEnv(id string) []string {
+	if c.envOf == nil {
+		return nil
+	}
+	return c.envOf(id)
 }
 
 func (c *cluster) proc(id string) *agentProc {
@@ -389,14 +397,6 @@ func TestE2ENATS(t *testing.T) {
 	url, _ := natstest.Start(t)
 	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil,
 		100*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond)
-	c.scenario()
-}
-
-func TestE2EPilot(t *testing.T) {
-	pilotctl := pilotstandin.Build(t)
-	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"node-1"}})
-	c := newCluster(t, 3, []string{"--transport", "pilot", "--broker", "node-1", "--pilotctl", pilotctl}, d.Env(),
-		100*time.Millisecond, 600*time.Millisecond, 100*time.Millisecond)
 	c.scenario()
 }
 

@@ -318,7 +318,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	}
 	defer rt.Close(context.Background())
 
-	tr, err := o.tf.open(ctx, "electhost "+o.id, baseLogger)
+	tr, err := o.tf.open(ctx, "electhost "+o.id, baseLogger, o.heartbeat, false)
 	if err != nil {
 		return err
 	}
@@ -430,6 +430,10 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		}
 		return s
 	})
+
+	if pt, ok := tr.(*hostfuncs.PilotTransport); ok {
+		mets.AddPilotBrokers(pt.BrokerStats)
+	}
 
 	// Callbacks may fire before Join returns: mets must exist first.
 	el, err = agent.Join(ctx, o.cfg, cbs)

@@ -53,7 +53,7 @@ anyway), 2 for bad flags, 4 if the transport is unreachable.`,
 			}
 			logger := newLogger(cmd.ErrOrStderr(), false, slog.LevelError)
 			ctx := cmd.Context()
-			t, err := tf.open(ctx, "electhost status", logger)
+			t, err := tf.open(ctx, "electhost status", logger, heartbeat, true)
 			if err != nil {
 				return err
 			}

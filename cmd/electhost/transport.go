@@ -47,8 +47,11 @@ func (f *transportFlags) validate() error {
 }
 
 // open connects the transport and checks that its broker answers. Errors
-// carry exitTransport (or exitUsage for malformed broker lists).
-func (f *transportFlags) open(ctx context.Context, name string, logger *slog.Logger) (hostfuncs.Transport, error) {
+// carry exitTransport (or exitUsage for malformed broker lists). heartbeat
+// scales pilot's stall detection; listenOnly (electhost status, which
+// never publishes) subscribes on every pilot broker, its own node's
+// included, so as to hear every member.
+func (f *transportFlags) open(ctx context.Context, name string, logger *slog.Logger, heartbeat time.Duration, listenOnly bool) (hostfuncs.Transport, error) {
 	switch f.kind {
 	case "nats":
 		t, err := hostfuncs.NewNATSTransport(hostfuncs.NATSOptions{
@@ -62,34 +65,79 @@ func (f *transportFlags) open(ctx context.Context, name string, logger *slog.Log
 		}
 		return t, nil
 	case "pilot":
-		var hosts []string
-		for _, h := range strings.Split(f.broker, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				hosts = append(hosts, h)
-			}
-		}
-		t, err := hostfuncs.NewPilotTransport(hostfuncs.PilotOptions{
-			Binary: f.pilotctl,
-			Hosts:  hosts,
-			Logger: logger,
-		})
-		if err != nil {
-			if errors.Is(err, exec.ErrNotFound) {
-				return nil, withCode(exitTransport, fmt.Errorf("pilotctl not found (%q): install Pilot Protocol's pilotctl or pass --pilotctl PATH", f.pilotctl))
-			}
-			if errors.Is(err, hostfuncs.ErrInvalidArgument) {
-				return nil, withCode(exitUsage, err)
-			}
-			return nil, withCode(exitTransport, err)
-		}
-		// pilotctl is there; is its daemon?
-		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if _, err := t.Info(ictx); err != nil {
-			t.Close()
-			return nil, withCode(exitTransport, fmt.Errorf("pilot daemon unreachable: %v", err))
-		}
-		return t, nil
+		return f.openPilot(ctx, logger, heartbeat, listenOnly)
 	}
 	return nil, usageErrorf("--transport %q: want nats or pilot", f.kind)
+}
+
+// pilotStallAfter is how long a pilot subscription may deliver nothing
+// while others deliver before it is restarted: four heartbeats (every live
+// group sends at least one message per heartbeat), and at least 1 s, above
+// a restarted subscription's 80-220 ms without a ready signal plus a
+// heartbeat, so that restarts never chase each other.
+func pilotStallAfter(heartbeat time.Duration) time.Duration {
+	return max(4*heartbeat, time.Second)
+}
+
+// openPilot asks the local daemon which node this is (which also checks
+// that it runs), lays the brokers out around it (hostfuncs.PilotLayout:
+// never publish to our own node) and starts the transport.
+func (f *transportFlags) openPilot(ctx context.Context, logger *slog.Logger, heartbeat time.Duration, listenOnly bool) (hostfuncs.Transport, error) {
+	var brokers []string
+	for _, h := range strings.Split(f.broker, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			brokers = append(brokers, h)
+		}
+	}
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	self, err := hostfuncs.PilotLocalNode(ictx, hostfuncs.PilotOptions{Binary: f.pilotctl})
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return nil, withCode(exitTransport, fmt.Errorf("pilotctl not found (%q): install Pilot Protocol's pilotctl or pass --pilotctl PATH", f.pilotctl))
+		}
+		return nil, withCode(exitTransport, fmt.Errorf("pilot daemon unreachable: %v", err))
+	}
+	publish, subscribe, loopback, err := hostfuncs.PilotLayout(self, brokers)
+	if err != nil {
+		return nil, withCode(exitUsage, fmt.Errorf("--broker: %v", err))
+	}
+	// With our own node as the only subscribed broker, two subscriptions:
+	// pilot resets connections one at a time, and the twin carries the
+	// stream while the other restarts (80-220 ms with no ready signal).
+	perHost := 1
+	if loopback {
+		perHost = 2
+	}
+	if listenOnly {
+		subscribe, loopback, perHost = brokers, false, 1
+	}
+	t, err := hostfuncs.NewPilotTransport(hostfuncs.PilotOptions{
+		Binary:               f.pilotctl,
+		Hosts:                publish,
+		SubscribeHosts:       subscribe,
+		Loopback:             loopback,
+		SubscriptionsPerHost: perHost,
+		StallAfter:           pilotStallAfter(heartbeat),
+		Logger:               logger,
+	})
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return nil, withCode(exitTransport, fmt.Errorf("pilotctl not found (%q): install Pilot Protocol's pilotctl or pass --pilotctl PATH", f.pilotctl))
+		}
+		if errors.Is(err, hostfuncs.ErrInvalidArgument) {
+			return nil, withCode(exitUsage, fmt.Errorf("--broker: %v", err))
+		}
+		return nil, withCode(exitTransport, err)
+	}
+	layout := "dedicated broker nodes: publish to and subscribe on each"
+	if loopback {
+		layout = "members' nodes: subscribe on our own, publish to the others"
+	}
+	logger.Info("pilot brokers", "node", self.Address, "layout", layout,
+		"publish", strings.Join(publish, ","), "subscribe", strings.Join(subscribe, ","))
+	if len(publish) == 1 {
+		logger.Warn("one pilot broker to publish to: a single point of failure; list every member's node (or three dedicated broker nodes) in --broker, see docs/pilotctl.md", "broker", publish[0])
+	}
+	return t, nil
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/electcore/electcore/hostfuncs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -38,6 +39,7 @@ var FailoverBuckets = []float64{0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 13, 
 // Metrics is one agent's metric set.
 type Metrics struct {
 	reg           *prometheus.Registry
+	labels        prometheus.Labels
 	leaderChanges prometheus.Counter
 	failover      prometheus.Histogram
 }
@@ -49,7 +51,8 @@ func New(group, id string, source func() Snapshot) *Metrics {
 	labels := prometheus.Labels{"group": group, "id": id}
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
-		reg: reg,
+		reg:    reg,
+		labels: labels,
 		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "electcore", Name: "leader_changes_total",
 			Help:        "Times this agent saw the group's leader change (including to none).",
@@ -129,5 +132,60 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.source()
 	for _, m := range c.metrics {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.vtype, m.value(s))
+	}
+}
+
+// AddPilotBrokers exposes each pilot broker's counters (labelled broker)
+// and publish latency histogram, read from source once per scrape.
+func (m *Metrics) AddPilotBrokers(source func() []hostfuncs.PilotBrokerStats) {
+	m.reg.MustRegister(newBrokerCollector(m.labels, source))
+}
+
+type brokerMetric struct {
+	desc  *prometheus.Desc
+	value func(hostfuncs.PilotBrokerStats) uint64
+}
+
+type brokerCollector struct {
+	source  func() []hostfuncs.PilotBrokerStats
+	counts  []brokerMetric
+	latency *prometheus.Desc
+}
+
+func newBrokerCollector(labels prometheus.Labels, source func() []hostfuncs.PilotBrokerStats) *brokerCollector {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("electcore_pilot_broker_"+name, help, []string{"broker"}, labels)
+	}
+	return &brokerCollector{source: source, latency: d("publish_seconds", "Duration of successful pilotctl publish processes to this broker."),
+		counts: []brokerMetric{
+			{d("publishes_total", "Publishes this broker accepted."), func(s hostfuncs.PilotBrokerStats) uint64 { return s.Published }},
+			{d("publish_errors_total", "Publishes to this broker that failed or hit their deadline."), func(s hostfuncs.PilotBrokerStats) uint64 { return s.PublishErrors }},
+			{d("drops_total", "Messages this broker never got: skipped while it backed off, dropped from its full queue, or stale."), func(s hostfuncs.PilotBrokerStats) uint64 { return s.Dropped }},
+			{d("received_total", "Events read from this broker's subscriptions, copies included."), func(s hostfuncs.PilotBrokerStats) uint64 { return s.Received }},
+			{d("deliveries_total", "Events this broker delivered first (handed to the election)."), func(s hostfuncs.PilotBrokerStats) uint64 { return s.Delivered }},
+			{d("duplicates_total", "Events from this broker dropped as copies of ones already delivered."), func(s hostfuncs.PilotBrokerStats) uint64 { return s.Duplicates }},
+			{d("subscription_restarts_total", "Subscribe processes to this broker restarted (ended, reset or stalled)."), func(s hostfuncs.PilotBrokerStats) uint64 { return s.Restarts }},
+			{d("stalls_total", "Subscriptions to this broker declared stalled (silent while others delivered) and restarted."), func(s hostfuncs.PilotBrokerStats) uint64 { return s.Stalls }},
+		}}
+}
+
+func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range c.counts {
+		ch <- m.desc
+	}
+	ch <- c.latency
+}
+
+func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, b := range c.source() {
+		for _, m := range c.counts {
+			ch <- prometheus.MustNewConstMetric(m.desc, prometheus.CounterValue, float64(m.value(b)), b.Host)
+		}
+		h := b.PublishLatency
+		buckets := make(map[float64]uint64, len(h.Bounds))
+		for i, ub := range h.Bounds {
+			buckets[ub] = h.Counts[i]
+		}
+		ch <- prometheus.MustNewConstHistogram(c.latency, h.Count, h.SumSeconds, buckets, b.Host)
 	}
 }

@@ -25,10 +25,11 @@ func invalid(format string, args ...any) *cliError {
 }
 
 type parsedArgs struct {
-	json  bool
-	pos   []string
-	flags map[string]string
-	bools map[string]bool
+	getenv func(string) string
+	json   bool
+	pos    []string
+	flags  map[string]string
+	bools  map[string]bool
 }
 
 // boolFlags take no value.
@@ -86,7 +87,16 @@ func (p *parsedArgs) only(allowed ...string) *cliError {
 // Main runs the pilotctl CLI with args (without the program name) and
 // returns the exit status.
 func Main(args []string, stdout, stderr io.Writer) int {
+	return mainEnv(args, stdout, stderr, os.Getenv)
+}
+
+// mainEnv is Main reading its environment through getenv (tests run
+// several simulated nodes' CLIs in one process).
+func mainEnv(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	p, cerr := parseArgs(args)
+	if p != nil {
+		p.getenv = getenv
+	}
 	jsonOut := p != nil && p.json
 	if cerr == nil {
 		cerr = run(p, stdout)
@@ -120,7 +130,7 @@ func run(p *parsedArgs, stdout io.Writer) *cliError {
 		return invalid("usage: pilotctl [--json] <info|publish|subscribe|send-message|inbox> ...")
 	}
 	cmd, pos := p.pos[0], p.pos[1:]
-	req := request{Op: cmd, Node: os.Getenv(EnvNode)}
+	req := request{Op: cmd, Node: p.getenv(EnvNode)}
 	switch cmd {
 	case "info":
 		if err := p.only(); err != nil {
@@ -165,7 +175,7 @@ func run(p *parsedArgs, stdout io.Writer) *cliError {
 	if cmd != "publish" && cmd != "send-message" && len(pos) != 0 {
 		return invalid("unexpected argument %q", pos[0])
 	}
-	c, cerr := dial(req)
+	c, cerr := dial(p.getenv(EnvSocket), req)
 	if cerr != nil {
 		return cerr
 	}
@@ -192,8 +202,7 @@ func eofText(err error) string {
 	return err.Error()
 }
 
-func dial(req request) (net.Conn, *cliError) {
-	sock := os.Getenv(EnvSocket)
+func dial(sock string, req request) (net.Conn, *cliError) {
 	if sock == "" {
 		sock = DefaultSock
 	}
@@ -254,12 +263,12 @@ func subscribe(p *parsedArgs, pos []string, req request, stdout io.Writer) *cliE
 		defer t.Stop()
 		deadline = t.C
 	}
-	if v := os.Getenv(EnvIdleDrop); v != "" {
+	if v := p.getenv(EnvIdleDrop); v != "" {
 		if d, err := time.ParseDuration(v); err == nil && d > 0 {
 			req.IdleDropMs = d.Milliseconds()
 		}
 	}
-	c, cerr := dial(req)
+	c, cerr := dial(p.getenv(EnvSocket), req)
 	if cerr != nil {
 		return cerr
 	}
@@ -360,7 +369,7 @@ func runDaemon(p *parsedArgs) *cliError {
 	if err := p.only("hosts", "idle-drop"); err != nil {
 		return err
 	}
-	opts := Options{Socket: os.Getenv(EnvSocket)}
+	opts := Options{Socket: p.getenv(EnvSocket)}
 	if opts.Socket == "" {
 		opts.Socket = DefaultSock
 	}

@@ -34,8 +34,26 @@ type Options struct {
 	// KillHang: how long publish/subscribe to a killed broker hang before
 	// connection_failed. Default 29 s.
 	KillHang time.Duration
-	Seed     uint64
-	Logger   *slog.Logger // nil: discard
+	// DeadSubscriberWindow and DeadSubscriberBlock model a broker's fan-out
+	// blocking behind a subscriber whose node was killed (KillNode): the
+	// dead subscription absorbs this many events (its unacknowledged
+	// window), then the broker delivers nothing to anyone until
+	// DeadSubscriberBlock after the first of them (the dead connection is
+	// reset then) or until the node restarts. Defaults 4 events and 30 s
+	// (the group stalled for 28-45 s on real Pilot).
+	DeadSubscriberWindow int
+	DeadSubscriberBlock  time.Duration
+	// ResetEvery, if set, ends every subscription with connection_failed
+	// "recv: EOF" after a uniformly random time in [ResetEvery/2,
+	// 3×ResetEvery/2], as broker-side "max retransmits exceeded" resets
+	// do. Default off.
+	ResetEvery time.Duration
+	// EventsPerSec, if set, caps what one subscription connection carries;
+	// the rest queues (up to 4096 events, then is dropped). Real pilot
+	// carries about 25 small events/s per connection. Default off.
+	EventsPerSec int
+	Seed         uint64
+	Logger       *slog.Logger // nil: discard
 }
 
 type brokerState int
@@ -47,21 +65,29 @@ const (
 )
 
 type host struct {
-	name    string
-	nodeID  int
-	address string
-	state   brokerState
-	subs    map[*subscriber]struct{}
-	inbox   []map[string]any
-	sent    uint64
-	recv    uint64
+	name         string
+	nodeID       int
+	address      string
+	state        brokerState
+	dead         bool          // the node's daemon was killed (KillNode)
+	flooding     bool          // the node published to its own broker while subscribed to it
+	subs         []*subscriber // in subscription order: the broker writes to them in turn
+	blockedUntil time.Time     // fan-out blocked behind a dead subscriber until then
+	inbox        []map[string]any
+	sent         uint64
+	recv         uint64
 }
 
 type subscriber struct {
 	topic string
+	node  *host // the node it runs on; nil: unnamed (PILOT_STANDIN_NODE unset)
 	ch    chan streamLine
 	done  chan struct{}
 	once  sync.Once
+	// Once its node is killed: how many events it absorbed, and when the first.
+	dead      bool
+	absorbed  int
+	firstLost time.Time
 }
 
 func (s *subscriber) close() { s.once.Do(func() { close(s.done) }) }
@@ -74,13 +100,14 @@ type Daemon struct {
 	started time.Time
 	tmpDir  string
 
-	mu     sync.Mutex
-	rng    *rand.Rand
-	hosts  []*host
-	closed bool
-	conns  map[net.Conn]struct{}
-	quit   chan struct{}
-	wg     sync.WaitGroup
+	mu            sync.Mutex
+	rng           *rand.Rand
+	hosts         []*host
+	closed        bool
+	conns         map[net.Conn]*host // each client connection's node (nil: unnamed)
+	selfPublishes int
+	quit          chan struct{}
+	wg            sync.WaitGroup
 }
 
 // StartDaemon starts a Daemon for a test and stops it in t.Cleanup.
@@ -111,6 +138,12 @@ func NewDaemon(opts Options) (*Daemon, error) {
 	if opts.KillHang <= 0 {
 		opts.KillHang = 29 * time.Second
 	}
+	if opts.DeadSubscriberWindow <= 0 {
+		opts.DeadSubscriberWindow = 4
+	}
+	if opts.DeadSubscriberBlock <= 0 {
+		opts.DeadSubscriberBlock = 30 * time.Second
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -120,7 +153,7 @@ func NewDaemon(opts Options) (*Daemon, error) {
 		logger:  logger,
 		started: time.Now(),
 		rng:     rand.New(rand.NewPCG(opts.Seed, 0x5eed)),
-		conns:   map[net.Conn]struct{}{},
+		conns:   map[net.Conn]*host{},
 		quit:    make(chan struct{}),
 	}
 	if d.opts.Socket == "" {
@@ -159,7 +192,6 @@ func (d *Daemon) addHostLocked(name string) *host {
 		name:    name,
 		nodeID:  id,
 		address: fmt.Sprintf("0:0000.0000.%04X", id),
-		subs:    map[*subscriber]struct{}{},
 	}
 	d.hosts = append(d.hosts, h)
 	return h
@@ -216,12 +248,85 @@ func (d *Daemon) setState(name string, st brokerState, eof bool) {
 		return
 	}
 	h.state = st
-	for s := range h.subs {
+	for _, s := range h.subs {
 		if eof {
 			s.close()
-		}
-		delete(h.subs, s) // killed: orphaned, left to the idle timer
+		} // killed: orphaned, left to the idle timer
 	}
+	h.subs = nil
+	h.blockedUntil = time.Time{}
+}
+
+// KillNode kills node name's daemon hard: its broker as KillBroker; its
+// clients' connections end at once (their pilotctl exits with
+// connection_failed) and new pilotctl runs on it fail with not_running; and
+// its subscriptions to other brokers stay registered there, dead: each such
+// broker's fan-out blocks behind them (Options.DeadSubscriberWindow and
+// DeadSubscriberBlock), as Pilot's does. RestartNode brings it back.
+func (d *Daemon) KillNode(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.findLocked(name)
+	if n == nil {
+		return
+	}
+	n.dead = true
+	n.state = brokerKilled
+	n.subs, n.blockedUntil = nil, time.Time{}
+	for _, h := range d.hosts {
+		for _, s := range h.subs {
+			if s.node == n {
+				s.dead = true
+			}
+		}
+	}
+	for c, node := range d.conns {
+		if node == n {
+			c.Close()
+		}
+	}
+}
+
+// RestartNode brings a killed node back: its daemon and broker run again,
+// its dead subscriptions are gone from every broker (their fan-out resumes)
+// and a flooding broker is calm again.
+func (d *Daemon) RestartNode(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.findLocked(name)
+	if n == nil {
+		return
+	}
+	n.dead, n.flooding, n.state = false, false, brokerUp
+	for _, h := range d.hosts {
+		live := h.subs[:0]
+		for _, s := range h.subs {
+			if s.node != n || !s.dead {
+				live = append(live, s)
+			}
+		}
+		clear(h.subs[len(live):])
+		h.subs = live
+		h.blockedUntil = time.Time{}
+	}
+}
+
+// SelfPublishes counts publishes from a node to its own broker while it
+// was subscribed there: on real Pilot each sets the daemon flooding
+// (~75,000 packets/s, 100 % CPU until restarted); here the broker stops
+// delivering until RestartNode.
+func (d *Daemon) SelfPublishes() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.selfPublishes
+}
+
+// Blocked reports whether host's fan-out is blocked behind a dead subscriber.
+func (d *Daemon) Blocked(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := d.findLocked(name)
+	return h != nil && time.Now().Before(h.blockedUntil)
 }
 
 // Subscribers returns how many live subscriptions host's broker has on
@@ -235,8 +340,8 @@ func (d *Daemon) Subscribers(name, topic string) int {
 		return 0
 	}
 	n := 0
-	for s := range h.subs {
-		if topic == "" || s.topic == topic {
+	for _, s := range h.subs {
+		if !s.dead && (topic == "" || s.topic == topic) {
 			n++
 		}
 	}
@@ -254,13 +359,31 @@ func (d *Daemon) fanout(name, topic string, l streamLine) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	h := d.findLocked(name)
-	if h == nil || h.state != brokerUp {
+	if h == nil || h.state != brokerUp || h.flooding {
+		return 0
+	}
+	now := time.Now()
+	if now.Before(h.blockedUntil) {
 		return 0
 	}
 	n := 0
-	for s := range h.subs {
+	for i, s := range h.subs {
 		if s.topic != topic && s.topic != "*" {
 			continue
+		}
+		if s.dead {
+			if s.absorbed == 0 {
+				s.firstLost = now
+			}
+			if s.absorbed++; s.absorbed <= d.opts.DeadSubscriberWindow {
+				continue
+			}
+			// The write to the dead node blocks the broker until the
+			// connection is reset; then the dead subscription is gone.
+			h.blockedUntil = s.firstLost.Add(d.opts.DeadSubscriberBlock)
+			h.subs = append(h.subs[:i:i], h.subs[i+1:]...)
+			d.logger.Warn("pilotstandin: fan-out blocked behind a dead subscriber", "host", name, "until", h.blockedUntil)
+			return n
 		}
 		select {
 		case s.ch <- l:
@@ -286,7 +409,7 @@ func (d *Daemon) Close() error {
 		c.Close()
 	}
 	for _, h := range d.hosts {
-		for s := range h.subs {
+		for _, s := range h.subs {
 			s.close()
 		}
 	}
@@ -311,7 +434,7 @@ func (d *Daemon) accept() {
 			c.Close()
 			return
 		}
-		d.conns[c] = struct{}{}
+		d.conns[c] = nil
 		d.wg.Add(1)
 		d.mu.Unlock()
 		go func() {
@@ -364,6 +487,19 @@ func (d *Daemon) serve(c net.Conn) {
 	if err := json.Unmarshal(line, &req); err != nil {
 		writeJSON(c, fail(CodeInvalidArgument, "bad request: "+err.Error(), ""))
 		return
+	}
+	if req.Node != "" {
+		d.mu.Lock()
+		n := d.findLocked(req.Node)
+		if n != nil && n.dead {
+			d.mu.Unlock()
+			writeJSON(c, fail(CodeNotRunning, "daemon for node "+strconv.Quote(req.Node)+" is not running", "start the daemon: pilotctl daemon start"))
+			return
+		}
+		if _, ok := d.conns[c]; ok {
+			d.conns[c] = n
+		}
+		d.mu.Unlock()
 	}
 	// gone closes when the client hangs up (it never sends more after the request).
 	gone := make(chan struct{})
@@ -467,6 +603,20 @@ func (d *Daemon) publish(req request, gone <-chan struct{}) response {
 	if h == nil {
 		return fail(CodeInternal, "cancelled", "")
 	}
+	d.mu.Lock()
+	if req.Node != "" && d.findLocked(req.Node) == h {
+		for _, s := range h.subs {
+			if s.node == h && (s.topic == req.Topic || s.topic == "*") {
+				// Real pilot accepts it and then floods: flag it, and the
+				// broker stops delivering until the node restarts.
+				d.selfPublishes++
+				h.flooding = true
+				d.logger.Warn("pilotstandin: node published to its own broker while subscribed: flooding", "host", h.name)
+				break
+			}
+		}
+	}
+	d.mu.Unlock()
 	d.fanout(h.name, req.Topic, streamLine{Event: &event{Topic: req.Topic, Data: req.Data, Bytes: len(req.Data)}})
 	d.mu.Lock()
 	h.recv += uint64(len(req.Data))
@@ -489,6 +639,10 @@ func (d *Daemon) subscribe(c net.Conn, req request, gone <-chan struct{}) {
 	if span := d.opts.LiveDelayMax - d.opts.LiveDelayMin; span > 0 {
 		wait += time.Duration(d.rng.Int64N(int64(span) + 1))
 	}
+	var reset time.Duration
+	if d.opts.ResetEvery > 0 {
+		reset = d.opts.ResetEvery/2 + time.Duration(d.rng.Int64N(int64(d.opts.ResetEvery)+1))
+	}
 	d.mu.Unlock()
 	// No ready signal: nothing is written until the first event.
 	if !d.sleepOrGone(wait, gone) {
@@ -500,11 +654,21 @@ func (d *Daemon) subscribe(c net.Conn, req request, gone <-chan struct{}) {
 		d.mu.Unlock()
 		return // EOF
 	}
-	h.subs[s] = struct{}{}
+	if req.Node != "" {
+		s.node = d.findLocked(req.Node)
+	}
+	h.subs = append(h.subs, s)
 	d.mu.Unlock()
 	defer func() {
 		d.mu.Lock()
-		delete(h.subs, s)
+		if !s.dead { // a dead node's subscription stays until reset (fanout)
+			for i, o := range h.subs {
+				if o == s {
+					h.subs = append(h.subs[:i:i], h.subs[i+1:]...)
+					break
+				}
+			}
+		}
 		d.mu.Unlock()
 	}()
 	idle := d.opts.IdleDrop
@@ -513,15 +677,33 @@ func (d *Daemon) subscribe(c net.Conn, req request, gone <-chan struct{}) {
 	}
 	timer := time.NewTimer(idle)
 	defer timer.Stop()
+	var resetC <-chan time.Time
+	if reset > 0 {
+		rt := time.NewTimer(reset)
+		defer rt.Stop()
+		resetC = rt.C
+	}
+	var gap time.Duration // between two writes on this connection
+	if d.opts.EventsPerSec > 0 {
+		gap = time.Second / time.Duration(d.opts.EventsPerSec)
+	}
+	var lastWrite time.Time
 	for {
 		select {
 		case l := <-s.ch:
+			if wait := gap - time.Since(lastWrite); wait > 0 && !d.sleepOrGone(wait, gone) {
+				return
+			}
 			if err := writeJSON(c, l); err != nil {
 				return
 			}
+			lastWrite = time.Now()
 			timer.Reset(idle)
 		case <-timer.C:
 			d.logger.Debug("pilotstandin: idle subscription dropped", "host", h.name, "topic", req.Topic)
+			return
+		case <-resetC:
+			d.logger.Debug("pilotstandin: subscription reset", "host", h.name, "topic", req.Topic)
 			return
 		case <-s.done:
 			// Broker stopped cleanly: what it had already sent still arrives, then EOF.

@@ -1,11 +1,13 @@
 // Package pilotstandin is a test stand-in for Pilot Protocol's pilotctl and
-// its daemon, faithful to the contract in /work/shared/pilotctl.md (measured
-// against real pilotctl). It has two halves:
+// its daemon, faithful to the contract measured against real pilotctl and
+// summarised in docs/pilotctl.md. It has two halves:
 //
 //   - Daemon (StartDaemon in tests, NewDaemon otherwise): an in-process fake
 //     pilot daemon listening on a unix socket (PILOT_SOCKET semantics) that
 //     simulates several nodes ("hosts"), each with an event-stream broker that
-//     can be stopped cleanly, killed hard and restarted, plus inboxes.
+//     can be stopped cleanly, killed hard and restarted, plus inboxes. A CLI
+//     runs on the node named by PILOT_STANDIN_NODE (unset: an unnamed client;
+//     info reports the first host).
 //   - The pilotctl CLI (Main, built by Build or from ./cmd/pilotctl): the
 //     commands info, publish, subscribe, send-message and inbox, with --json
 //     anywhere, --k v / --k=v flags, sorted-key JSON on stdout (exit 0) or
@@ -18,8 +20,22 @@
 // then connection_failed when it was killed, not_found for unknown or
 // cleanly stopped hosts, published events never in the inbox.
 //
+// The faults of real Pilot networks, each scalable for fast tests:
+//
+//   - KillNode: a node's daemon dies hard. Brokers it was subscribed to
+//     block their whole fan-out behind its dead subscription
+//     (Options.DeadSubscriberWindow/DeadSubscriberBlock, default 30 s);
+//     publishes to it hang Options.KillHang (29 s) then fail.
+//   - Options.ResetEvery: subscriptions end with connection_failed
+//     "recv: EOF" at random, as broker-side resets end them.
+//   - Self-publish: a named node publishing to its own broker while
+//     subscribed there is counted (SelfPublishes) and that broker stops
+//     delivering until RestartNode, as the real daemon floods.
+//   - Options.EventsPerSec: the per-connection ceiling (real: ~25/s).
+//
 // Not modelled: trust/handshakes (all nodes are public), the ~40 ms write
-// batching, the ~25 events/s per-connection ceiling, inbox overwrite races.
+// batching, inbox overwrite races, events delivered late after a blocked
+// fan-out resumes (here they are lost).
 package pilotstandin
 
 // Wire protocol between the CLI and the daemon: one JSON request line, then

@@ -1,8 +1,11 @@
 package pilotstandin
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 	"sync"
@@ -174,5 +177,194 @@ func TestNoDaemonAndBinary(t *testing.T) {
 	}
 	if errCode(t, stderr.String(), 1) != CodeNotRunning {
 		t.Fatal(stderr.String())
+	}
+}
+
+// ctlOn runs the CLI in-process as if on node (PILOT_STANDIN_NODE).
+func ctlOn(d *Daemon, node string, args ...string) (stdout, stderr string, code int) {
+	var o, e bytes.Buffer
+	env := map[string]string{EnvSocket: d.Socket(), EnvNode: node}
+	code = mainEnv(args, &o, &e, func(k string) string { return env[k] })
+	return o.String(), e.String(), code
+}
+
+// subscribeOn streams node's subscription to host/topic into lines until
+// it exits; the returned func waits for the exit and gives its stderr.
+func subscribeOn(d *Daemon, node, host, topic string) (lines <-chan string, wait func() string) {
+	r, w := io.Pipe()
+	ch := make(chan string, 1024)
+	done := make(chan string, 1)
+	go func() {
+		_, e, _ := func() (string, string, int) {
+			var errb bytes.Buffer
+			env := map[string]string{EnvSocket: d.Socket(), EnvNode: node}
+			code := mainEnv([]string{"--json", "subscribe", host, topic}, w, &errb, func(k string) string { return env[k] })
+			w.Close()
+			return "", errb.String(), code
+		}()
+		done <- e
+	}()
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			ch <- sc.Text()
+		}
+		close(ch)
+	}()
+	return ch, func() string { return <-done }
+}
+
+func recvWithin(ch <-chan string, d time.Duration) (string, bool) {
+	select {
+	case l, ok := <-ch:
+		return l, ok
+	case <-time.After(d):
+		return "", false
+	}
+}
+
+// Fault 1: a node killed hard leaves its subscription on a broker, whose
+// fan-out then blocks for everyone until the dead connection is reset or
+// the node returns.
+func TestDeadSubscriberBlocksFanout(t *testing.T) {
+	d := StartDaemon(t, Options{Hosts: []string{"b", "x", "y"}, LiveDelayMin: time.Millisecond, LiveDelayMax: 2 * time.Millisecond,
+		DeadSubscriberWindow: 2, DeadSubscriberBlock: 700 * time.Millisecond})
+	xs, xwait := subscribeOn(d, "x", "b", "t")
+	waitSubs(t, d, "b", "t", 1) // x first: the broker writes to x before y
+	ys, _ := subscribeOn(d, "y", "b", "t")
+	waitSubs(t, d, "b", "t", 2)
+	pub := func(data string) {
+		t.Helper()
+		if _, e, c := ctlOn(d, "y", "--json", "publish", "b", "t", "--data="+data); c != 0 {
+			t.Fatalf("publish: %s", e)
+		}
+	}
+	pub("before")
+	for _, ch := range []<-chan string{xs, ys} {
+		if l, ok := recvWithin(ch, 2*time.Second); !ok || !strings.Contains(l, "before") {
+			t.Fatalf("before the kill: %q %v", l, ok)
+		}
+	}
+	d.KillNode("x")
+	if e := xwait(); !strings.Contains(e, CodeConnectionFailed) {
+		t.Fatalf("the killed node's pilotctl: %q", e)
+	}
+	if _, e, c := ctlOn(d, "x", "--json", "info"); errCode(t, e, c) != CodeNotRunning {
+		t.Fatalf("a CLI on the killed node: %q", e)
+	}
+	killedAt := time.Now()
+	pub("w1") // absorbed by the dead subscription's window...
+	pub("w2")
+	for _, w := range []string{"w1", "w2"} {
+		if l, ok := recvWithin(ys, 2*time.Second); !ok || !strings.Contains(l, w) {
+			t.Fatalf("within the window: %q %v", l, ok)
+		}
+	}
+	pub("blocked") // ...then the broker blocks
+	if !d.Blocked("b") {
+		t.Fatal("the broker's fan-out is not blocked")
+	}
+	if l, ok := recvWithin(ys, 300*time.Millisecond); ok {
+		t.Fatalf("delivered while blocked: %q", l)
+	}
+	for d.Blocked("b") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if blocked := time.Since(killedAt); blocked < 600*time.Millisecond {
+		t.Fatalf("blocked only %v", blocked)
+	}
+	pub("after")
+	if l, ok := recvWithin(ys, 2*time.Second); !ok || !strings.Contains(l, "after") {
+		t.Fatalf("after the reset: %q %v", l, ok)
+	}
+
+	// Again, ended early by the node's return.
+	d.RestartNode("x")
+	subscribeOn(d, "x", "b", "t")
+	waitSubs(t, d, "b", "t", 2)
+	d.KillNode("x")
+	pub("a1")
+	pub("a2")
+	pub("a3")
+	if !d.Blocked("b") {
+		t.Fatal("not blocked the second time")
+	}
+	d.RestartNode("x")
+	if d.Blocked("b") {
+		t.Fatal("still blocked after the node restarted")
+	}
+	if _, e, c := ctlOn(d, "x", "--json", "info"); c != 0 {
+		t.Fatalf("info on the restarted node: %s", e)
+	}
+}
+
+// Fault 2: subscriptions end at random with connection_failed "recv: EOF".
+func TestResetsEndSubscriptions(t *testing.T) {
+	d := StartDaemon(t, Options{Hosts: []string{"b"}, LiveDelayMin: time.Millisecond, LiveDelayMax: 2 * time.Millisecond, ResetEvery: 200 * time.Millisecond})
+	start := time.Now()
+	_, e, c := ctlOn(d, "", "--json", "subscribe", "b", "t")
+	if errCode(t, e, c) != CodeConnectionFailed || !strings.Contains(e, "recv: EOF") {
+		t.Fatalf("reset: %q", e)
+	}
+	if took := time.Since(start); took < 100*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("reset after %v, want 100-300 ms", took)
+	}
+}
+
+// Fault 3: a node publishing to its own broker while subscribed there is
+// flagged, and its broker stops delivering until the node restarts.
+func TestSelfPublishFloods(t *testing.T) {
+	d := StartDaemon(t, Options{Hosts: []string{"a", "b"}, LiveDelayMin: time.Millisecond, LiveDelayMax: 2 * time.Millisecond})
+	as, _ := subscribeOn(d, "a", "a", "t")
+	waitSubs(t, d, "a", "t", 1)
+	ctlOn(d, "b", "--json", "publish", "a", "t", "--data=from-b")
+	if l, ok := recvWithin(as, 2*time.Second); !ok || !strings.Contains(l, "from-b") {
+		t.Fatalf("a subscription on its own node: %q %v", l, ok)
+	}
+	if d.SelfPublishes() != 0 {
+		t.Fatal("flagged a publish from another node")
+	}
+	if out, _, c := ctlOn(d, "a", "--json", "publish", "a", "t", "--data=self"); c != 0 || !strings.Contains(out, `"status":"ok"`) {
+		t.Fatalf("a self-publish is accepted, as on real pilot: %q", out)
+	}
+	if d.SelfPublishes() != 1 {
+		t.Fatalf("self-publishes %d, want 1", d.SelfPublishes())
+	}
+	ctlOn(d, "b", "--json", "publish", "a", "t", "--data=lost")
+	if l, ok := recvWithin(as, 300*time.Millisecond); ok {
+		t.Fatalf("a flooding broker delivered %q", l)
+	}
+	d.RestartNode("a")
+}
+
+// A killed node's broker holds publishes for KillHang, then connection_failed.
+func TestKilledNodePublishHangs(t *testing.T) {
+	d := StartDaemon(t, Options{Hosts: []string{"a", "b"}, KillHang: 300 * time.Millisecond})
+	d.KillNode("a")
+	start := time.Now()
+	_, e, c := ctlOn(d, "b", "--json", "publish", "a", "t", "--data=x")
+	if errCode(t, e, c) != CodeConnectionFailed || time.Since(start) < 300*time.Millisecond {
+		t.Fatalf("publish to a killed node: %q after %v", e, time.Since(start))
+	}
+}
+
+// The per-connection ceiling: at 100 events/s offered and 25/s carried, a
+// backlog builds.
+func TestEventsPerSecondCeiling(t *testing.T) {
+	d := StartDaemon(t, Options{Hosts: []string{"a"}, LiveDelayMin: time.Millisecond, LiveDelayMax: 2 * time.Millisecond, EventsPerSec: 25})
+	ch, _ := subscribeOn(d, "", "a", "t")
+	waitSubs(t, d, "a", "t", 1)
+	for i := range 40 {
+		d.fanout("a", "t", streamLine{Event: &event{Topic: "t", Data: fmt.Sprint(i)}})
+	}
+	start := time.Now()
+	n := 0
+	for time.Since(start) < 800*time.Millisecond {
+		if _, ok := recvWithin(ch, 50*time.Millisecond); ok {
+			n++
+		}
+	}
+	if n < 10 || n > 25 {
+		t.Fatalf("%d events in 0.8 s at 25/s", n)
 	}
 }

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/electcore/electcore/internal/pilotstandin"
+)
+
+// End-to-end tests over the pilotctl stand-in with the faults of real Pilot
+// networks switched on (docs/pilotctl.md). Timings are five times shorter
+// than the defaults (heartbeat 100 ms, election timeout 600 ms) to keep
+// them fast on a 2-core CI runner; the faults are scaled with them: resets
+// every ~1 s per subscription (real: one per ~20 s), 125 events/s per
+// connection (real: ~25/s at 5× the message rate). The publish hang to a
+// killed node and the blocked fan-out keep their real 29 s and 30 s: the
+// transport must not wait for them.
+
+const (
+	pilotHB      = 100 * time.Millisecond
+	pilotET      = 600 * time.Millisecond
+	pilotLatency = 100 * time.Millisecond
+)
+
+// pilotFaults are the scaled faults every test below runs with.
+func pilotFaults(hosts ...string) pilotstandin.Options {
+	return pilotstandin.Options{Hosts: hosts, ResetEvery: time.Second, EventsPerSec: 125}
+}
+
+// newPilotCluster starts a stand-in daemon and a 3-agent cluster over it.
+// Agent aN runs on node aN; brokers are given by --broker.
+func newPilotCluster(t *testing.T, opts pilotstandin.Options, brokers string) (*cluster, *pilotstandin.Daemon) {
+	pilotctl := pilotstandin.Build(t)
+	d := pilotstandin.StartDaemon(t, opts)
+	c := newCluster(t, 3, []string{"--transport", "pilot", "--broker", brokers, "--pilotctl", pilotctl}, d.Env(),
+		pilotHB, pilotET, pilotLatency)
+	c.envOf = func(id string) []string { return []string{pilotstandin.EnvNode + "=" + id} }
+	t.Cleanup(func() {
+		if n := d.SelfPublishes(); n != 0 {
+			t.Errorf("%d publishes from a node to its own broker (Pilot floods on these)", n)
+		}
+	})
+	return c, d
+}
+
+// The whole scenario (election, SIGKILL of the leader's agent, rejoin,
+// SIGTERM hand-off) over the recommended layout — every member's node is
+// a broker — with subscriptions reset at random and the per-connection
+// ceiling on.
+func TestE2EPilot(t *testing.T) {
+	c, _ := newPilotCluster(t, pilotFaults("a1", "a2", "a3"), "a1,a2,a3")
+	c.scenario()
+}
+
+// Fault 1 and the 29 s publish hang: the leader's pilot daemon is killed
+// hard. Brokers it subscribed to would block their fan-out behind it; in
+// the members'-nodes layout it subscribed only to its own, which died with
+// it. The others elect a new leader within 2×ET + 5×latency; the cut-off
+// leader stops its command before the new one starts; publishes to the dead
+// node are abandoned at their deadline and backed off.
+func TestE2EPilotLeaderDaemonKilled(t *testing.T) {
+	c, d := newPilotCluster(t, pilotFaults("a1", "a2", "a3"), "a1,a2,a3")
+	for _, id := range c.ids {
+		c.start(id)
+	}
+	leader, term, _ := c.waitAgreement("", 1, 20*time.Second)
+	c.waitCommand(leader, term, 5*time.Second)
+	d.KillNode(leader)
+	next, nextTerm := c.expectFailover(leader, term, "its daemon was killed")
+	// The survivors gave up on the dead node's broker: failed or dropped
+	// publishes, none hanging for 29 s (the agreement above would not have
+	// come in time).
+	for _, id := range c.ids {
+		if id == leader {
+			continue
+		}
+		for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+			fails := brokerMetric(t, c.proc(id), "publish_errors_total", leader) + brokerMetric(t, c.proc(id), "drops_total", leader)
+			if fails > 0 {
+				break
+			}
+			if time.Since(start) > 5*time.Second {
+				t.Fatalf("%s: no failed or dropped publish to the killed node %s within 5 s", id, leader)
+			}
+		}
+	}
+	// The old leader's daemon returns: it follows, at a higher term.
+	d.RestartNode(leader)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		s, err := c.proc(leader).status()
+		if err == nil && s.Leader == next && s.Term >= nextTerm {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not rejoin after its daemon restarted: %+v %v", leader, s, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.stopAll()
+	c.checkCommandLog()
+}
+
+// Fault 2 with no other fault: over 6 s of subscriptions reset every ~1 s
+// (each gap without a ready signal), the leader never changes.
+func TestE2EPilotResetsNoSpuriousElection(t *testing.T) {
+	c, _ := newPilotCluster(t, pilotFaults("a1", "a2", "a3"), "a1,a2,a3")
+	c.noSpuriousElection(6 * time.Second)
+}
+
+// Dedicated broker nodes (no agent on them): one broker killed hard (its
+// publishes hang 29 s) and the others resetting their subscriptions at
+// random; the leader never changes, copies are de-duplicated, and a
+// SIGKILLed leader is replaced within the bound.
+func TestE2EPilotDedicatedBrokers(t *testing.T) {
+	c, d := newPilotCluster(t, pilotFaults("b1", "b2", "b3", "a1", "a2", "a3"), "b1,b2,b3")
+	d.KillBroker("b3")
+	leader := c.noSpuriousElection(4 * time.Second)
+	for _, id := range c.ids {
+		if dup := brokerMetric(t, c.proc(id), "duplicates_total", "b1") + brokerMetric(t, c.proc(id), "duplicates_total", "b2"); dup == 0 {
+			t.Errorf("%s: no duplicate dropped with two live brokers", id)
+		}
+	}
+	_, term, _ := c.waitAgreement("", 1, 5*time.Second)
+	c.signal(leader, syscall.SIGKILL)
+	c.waitExit(leader, 5*time.Second)
+	c.expectFailover(leader, term, "its agent was SIGKILLed")
+	c.stopAll()
+	c.checkCommandLog()
+}
+
+// expectFailover waits for a leader other than lost, at a term above term,
+// within 2×ET + 5×latency (+1 s for process scheduling on a shared CI
+// runner), and for its leader-only command.
+func (c *cluster) expectFailover(lost string, term uint64, what string) (string, uint64) {
+	c.t.Helper()
+	bound := 2*c.et + 5*c.latency + time.Second
+	next, nextTerm, took := c.waitAgreement(lost, term+1, bound+10*time.Second)
+	c.t.Logf("failover: %s leads term %d, %v after %s led and %s (bound %v)", next, nextTerm, took.Round(time.Millisecond), lost, what, bound)
+	if took > bound {
+		c.t.Errorf("failover took %v, over the bound %v", took, bound)
+	}
+	c.waitCommand(next, nextTerm, 5*time.Second)
+	return next, nextTerm
+}
+
+// noSpuriousElection starts the cluster, waits for a leader, then watches
+// every agent for d: the leader and term must not change. It returns the
+// leader.
+func (c *cluster) noSpuriousElection(d time.Duration) string {
+	t := c.t
+	for _, id := range c.ids {
+		c.start(id)
+	}
+	leader, term, _ := c.waitAgreement("", 1, 20*time.Second)
+	// The first leader hands over to the best-priority member once, if it
+	// is not that member: a planned change, not a spurious one.
+	time.Sleep(2 * c.et)
+	leader, term, _ = c.waitAgreement("", term, 5*time.Second)
+	c.waitCommand(leader, term, 5*time.Second)
+	restarts := 0.0
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		for _, id := range c.ids {
+			s, err := c.proc(id).status()
+			if err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+			if s.Leader != leader || s.Term != term {
+				t.Fatalf("spurious leader change: %s sees %q at term %d (was %s at %d)", id, s.Leader, s.Term, leader, term)
+			}
+		}
+	}
+	for _, id := range c.ids {
+		restarts += brokerMetricSum(t, c.proc(id), "subscription_restarts_total")
+	}
+	t.Logf("%s led term %d throughout %v; %v subscription restarts in all", leader, term, d, restarts)
+	if restarts == 0 {
+		t.Fatal("no subscription was reset: the fault was not exercised")
+	}
+	return leader
+}
+
+// stopAll SIGTERMs every live agent and expects exit 0.
+func (c *cluster) stopAll() {
+	var live []string
+	for _, id := range c.ids {
+		if p := c.proc(id); p.alive() {
+			c.signal(id, syscall.SIGTERM)
+			live = append(live, id)
+		}
+	}
+	for _, id := range live {
+		if code := c.waitExit(id, 15*time.Second); code != 0 {
+			c.t.Errorf("%s exited %d after SIGTERM, want 0", id, code)
+		}
+	}
+}
+
+var metricLine = regexp.MustCompile(`^electcore_pilot_broker_(\w+)\{broker="([^"]*)",[^}]*\} (\S+)$`)
+
+// brokerMetrics scrapes p's per-broker pilot metrics: name → broker → value.
+func brokerMetrics(t *testing.T, p *agentProc) map[string]map[string]float64 {
+	t.Helper()
+	code, body, err := p.get("/metrics")
+	if err != nil || code != 200 {
+		t.Fatalf("/metrics of %s: %d %v", p.id, code, err)
+	}
+	out := map[string]map[string]float64{}
+	for _, l := range strings.Split(body, "\n") {
+		if m := metricLine.FindStringSubmatch(l); m != nil {
+			v, _ := strconv.ParseFloat(m[3], 64)
+			if out[m[1]] == nil {
+				out[m[1]] = map[string]float64{}
+			}
+			out[m[1]][m[2]] = v
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s exposes no per-broker metrics", p.id)
+	}
+	return out
+}
+
+func brokerMetric(t *testing.T, p *agentProc, name, broker string) float64 {
+	t.Helper()
+	m := brokerMetrics(t, p)[name]
+	if m == nil {
+		t.Fatalf("%s: no metric electcore_pilot_broker_%s", p.id, name)
+	}
+	return m[broker]
+}
+
+func brokerMetricSum(t *testing.T, p *agentProc, name string) float64 {
+	t.Helper()
+	sum := 0.0
+	for _, v := range brokerMetrics(t, p)[name] {
+		sum += v
+	}
+	return sum
+}
+
+// Fault 3 prevented: an agent whose only broker is its own node refuses to
+// start (publishing there would flood its daemon); listed among others, its
+// own node is only subscribed to, never published to (the tests above
+// check SelfPublishes stays 0).
+func TestPilotRefusesOwnNodeAsOnlyBroker(t *testing.T) {
+	pilotctl := pilotstandin.Build(t)
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a1", "a2"}})
+	env := append(d.Env(), pilotstandin.EnvNode+"=a1")
+	for _, broker := range []string{"a1", "0:0000.0000.0001", "1"} {
+		code, _, stderr := runCLI(t, 30*time.Second, env, "run", "--group", "g", "--id", "a1", "--members", "a1,a2",
+			"--state-dir", t.TempDir(), "--transport", "pilot", "--broker", broker, "--pilotctl", pilotctl)
+		if code != exitUsage || !strings.Contains(stderr, "floods") {
+			t.Fatalf("--broker %s on node a1: exit %d, %s", broker, code, stderr)
+		}
+	}
+	if d.SelfPublishes() != 0 {
+		t.Fatal("published to its own broker")
+	}
+}

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package hostfuncs
+
+import "syscall"
+
+// pilotProcAttr: no parent-death signal outside Linux; Close still kills
+// every pilotctl child.
+func pilotProcAttr() *syscall.SysProcAttr { return nil }
