@@ -247,7 +247,8 @@ func appendCanonical(b []byte, group string, m *wireMsg) []byte {
 	b = binary.BigEndian.AppendUint32(b, prio)
 	b = binary.BigEndian.AppendUint64(b, m.Seq)
 	b = binary.BigEndian.AppendUint64(b, m.Inc)
-	return binary.BigEndian.AppendUint64(b, m.LeaderInc)
+	b = binary.BigEndian.AppendUint64(b, m.LeaderInc)
+	return binary.BigEndian.AppendUint64(b, m.Hold)
 }
 
 func appendLP(b []byte, s string) []byte {

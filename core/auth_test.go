@@ -360,7 +360,7 @@ func TestAuthConfigValidation(t *testing.T) {
 func TestCanonicalCoversWireFields(t *testing.T) {
 	covered := map[string]bool{
 		"Type": true, "Group": true, "From": true, "Candidate": true, "Leader": true, "To": true,
-		"Priority": true, "Term": true, "Seq": true, "Inc": true, "LeaderInc": true, "Pre": true, "Granted": true, "Handoff": true,
+		"Priority": true, "Term": true, "Seq": true, "Inc": true, "LeaderInc": true, "Hold": true, "Pre": true, "Granted": true, "Handoff": true,
 		"Epoch": true, "Ctr": true,
 	}
 	notCovered := map[string]string{
@@ -395,6 +395,7 @@ func TestCanonicalCoversWireFields(t *testing.T) {
 		"inc":        {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Inc: 1},
 		"handoff":    {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Handoff: true},
 		"leader_inc": {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, LeaderInc: 1},
+		"hold":       {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Hold: 1},
 	} {
 		e := enc(m)
 		if prev, dup := seen[e]; dup {

@@ -114,6 +114,16 @@ type Config struct {
 	// heartbeat, which leave a heartbeat interval plus a round trip later;
 	// shorter, the leader loses its lease between heartbeats, forever.
 	LeaseMs int64 `msg:"lease_ms"`
+	// HandoffHoldMs is how long this agent's application may still be acting
+	// after it hands leadership over (resign, transfer or a priority
+	// hand-off): its leader-only work is told to stop at that instant, but
+	// a command may take a grace period to exit. The successor takes no
+	// lease (so its own work does not start) until that long after it heard
+	// of the hand-off, stretched by the drift bound. The resign carries it,
+	// so each leader's own value applies. Default 0; at most
+	// ElectionTimeoutMs. electhost sets it to --grace + 50 ms when it runs
+	// a command.
+	HandoffHoldMs int64 `msg:"handoff_hold_ms"`
 	// CollectMs is how long a bully candidate waits for a higher candidate
 	// before it declares itself leader: it must exceed a round trip.
 	// Default ElectionTimeoutMs/4 (500 ms at the defaults).
@@ -215,6 +225,9 @@ func (c Config) normalize() (Config, error) {
 	}
 	if c.LeaseMs < 2*c.HeartbeatMs || c.LeaseMs > maxLease {
 		return c, fmt.Errorf("lease_ms %d: want 2×heartbeat (%d)..%d (election timeout shrunk by the drift bound)", c.LeaseMs, 2*c.HeartbeatMs, maxLease)
+	}
+	if c.HandoffHoldMs < 0 || c.HandoffHoldMs > c.ElectionTimeoutMs {
+		return c, fmt.Errorf("handoff_hold_ms %d: want 0..election timeout (%d)", c.HandoffHoldMs, c.ElectionTimeoutMs)
 	}
 	if c.CollectMs == 0 {
 		c.CollectMs = c.ElectionTimeoutMs / 4

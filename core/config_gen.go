@@ -37,9 +37,9 @@ func (z AuthMode) Msgsize() (s int) {
 // MarshalMsg implements msgp.Marshaler
 func (z *Config) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 15
+	// map header, size 16
 	// string "id"
-	o = append(o, 0x8f, 0xa2, 0x69, 0x64)
+	o = append(o, 0xde, 0x0, 0x10, 0xa2, 0x69, 0x64)
 	o = msgp.AppendString(o, z.ID)
 	// string "group"
 	o = append(o, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
@@ -68,6 +68,9 @@ func (z *Config) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "lease_ms"
 	o = append(o, 0xa8, 0x6c, 0x65, 0x61, 0x73, 0x65, 0x5f, 0x6d, 0x73)
 	o = msgp.AppendInt64(o, z.LeaseMs)
+	// string "handoff_hold_ms"
+	o = append(o, 0xaf, 0x68, 0x61, 0x6e, 0x64, 0x6f, 0x66, 0x66, 0x5f, 0x68, 0x6f, 0x6c, 0x64, 0x5f, 0x6d, 0x73)
+	o = msgp.AppendInt64(o, z.HandoffHoldMs)
 	// string "collect_ms"
 	o = append(o, 0xaa, 0x63, 0x6f, 0x6c, 0x6c, 0x65, 0x63, 0x74, 0x5f, 0x6d, 0x73)
 	o = msgp.AppendInt64(o, z.CollectMs)
@@ -182,6 +185,12 @@ func (z *Config) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "LeaseMs")
 				return
 			}
+		case "handoff_hold_ms":
+			z.HandoffHoldMs, bts, err = msgp.ReadInt64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "HandoffHoldMs")
+				return
+			}
 		case "collect_ms":
 			z.CollectMs, bts, err = msgp.ReadInt64Bytes(bts)
 			if err != nil {
@@ -258,11 +267,11 @@ func (z *Config) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *Config) Msgsize() (s int) {
-	s = 1 + 3 + msgp.StringPrefixSize + len(z.ID) + 6 + msgp.StringPrefixSize + len(z.Group) + 9 + msgp.Uint32Size + 5 + msgp.StringPrefixSize + len(string(z.Mode)) + 8 + msgp.ArrayHeaderSize
+	s = 3 + 3 + msgp.StringPrefixSize + len(z.ID) + 6 + msgp.StringPrefixSize + len(z.Group) + 9 + msgp.Uint32Size + 5 + msgp.StringPrefixSize + len(string(z.Mode)) + 8 + msgp.ArrayHeaderSize
 	for za0001 := range z.Members {
 		s += msgp.StringPrefixSize + len(z.Members[za0001])
 	}
-	s += 13 + msgp.Int64Size + 20 + msgp.Int64Size + 14 + msgp.Int64Size + 9 + msgp.Int64Size + 11 + msgp.Int64Size + 21 + msgp.BoolSize + 5 + msgp.Uint64Size + 5 + msgp.StringPrefixSize + len(string(z.Auth)) + 4 + msgp.BytesPrefixSize + len(z.Key) + 12 + msgp.MapHeaderSize
+	s += 13 + msgp.Int64Size + 20 + msgp.Int64Size + 14 + msgp.Int64Size + 9 + msgp.Int64Size + 16 + msgp.Int64Size + 11 + msgp.Int64Size + 21 + msgp.BoolSize + 5 + msgp.Uint64Size + 5 + msgp.StringPrefixSize + len(string(z.Auth)) + 4 + msgp.BytesPrefixSize + len(z.Key) + 12 + msgp.MapHeaderSize
 	if z.MemberKeys != nil {
 		for za0002, za0003 := range z.MemberKeys {
 			_ = za0003

@@ -40,6 +40,9 @@ type group struct {
 	votes      []string // quorum: who granted this (pre-)campaign
 	campaignAt int64    // when the vote requests went out
 	handoff    bool     // candidate by a leader's hand-off: no vote requests, no lease from votes
+	// leaseNotBefore: no lease from a heartbeat sent before this time (the
+	// previous leader's application may still be stopping; HandoffHoldMs).
+	leaseNotBefore int64
 	collectEnd int64    // bully: declare victory at this time
 	claimTerm  uint64   // bully: the term this candidacy announced
 	// leaderHeard is when the known leader last claimed leadership (bully).

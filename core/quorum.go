@@ -87,7 +87,7 @@ func (g *group) campaign(e *Engine) {
 	g.vote, g.dirty = g.cfg.ID, true
 	g.role = RoleCandidate
 	g.votes = append(g.votes[:0], g.cfg.ID)
-	g.campaignAt, g.handoff = e.now, false
+	g.campaignAt, g.handoff, g.leaseNotBefore = e.now, false, 0
 	g.setLeader(e, "", 0)
 	g.resetElectionTimer(e.now)
 	if len(g.votes) >= g.majority() {
@@ -119,7 +119,8 @@ func (g *group) sendElection(e *Engine, term uint64, pre bool) {
 // 2). Otherwise the lease starts with the first heartbeat a majority acks.
 func (g *group) becomeLeader(e *Engine) {
 	g.role = RoleLeader
-	g.lease, g.stepDownAt = 0, e.now+g.cfg.LeaseMs
+	// Without a lease yet, CheckQuorum counts from when one may begin.
+	g.lease, g.stepDownAt = 0, max(e.now, g.leaseNotBefore)+g.cfg.LeaseMs
 	if l := g.campaignAt + g.cfg.LeaseMs; !g.handoff && l > e.now {
 		g.lease, g.stepDownAt = l, l
 	}
@@ -130,6 +131,11 @@ func (g *group) becomeLeader(e *Engine) {
 	e.event(Event{Kind: EventBecameLeader, Group: g.cfg.Group, Term: g.term, Leader: g.cfg.ID, LeaseUntil: g.lease})
 	g.setLeader(e, g.cfg.ID, g.term)
 	g.heartbeat(e, typeLeader)
+	if g.leaseNotBefore > e.now {
+		// The first heartbeat that can earn a lease leaves as soon as one
+		// may begin, not a whole interval later.
+		g.heartbeatAt = min(g.heartbeatAt, g.leaseNotBefore)
+	}
 }
 
 // heartbeat announces or confirms leadership; followers ack its seq.
@@ -150,6 +156,9 @@ func (g *group) heartbeat(e *Engine, typ string) {
 }
 
 func (g *group) extendLease(e *Engine, sentAt int64) {
+	if sentAt < g.leaseNotBefore {
+		return // the previous leader's application may still be acting
+	}
 	if l := sentAt + g.cfg.LeaseMs; l > g.lease {
 		g.lease, g.stepDownAt = l, l
 		e.event(Event{Kind: EventLease, Group: g.cfg.Group, Term: g.term, Leader: g.cfg.ID, LeaseUntil: l})
@@ -233,14 +242,14 @@ func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
 	now := e.now
 	if m.Pre {
 		grant := m.Term > g.term && !g.inLease(now)
-		g.sendVote(e, m.Candidate, m.Term, true, grant, false)
+		g.sendVote(e, m.Candidate, m.Term, true, grant)
 		return ""
 	}
 	if g.inLease(now) {
 		return "" // a leader is alive: ignore without raising our term (§9.6)
 	}
 	if m.Term < g.term {
-		g.sendVote(e, m.Candidate, g.term, false, false, false) // tell it our term
+		g.sendVote(e, m.Candidate, g.term, false, false) // tell it our term
 		return ""                                        // answered, not refused: the reply carries our term (§5.1)
 	}
 	if m.Term > g.term {
@@ -257,11 +266,12 @@ func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
 		g.lastLeaderContact = now
 		g.resetElectionTimer(now)
 	}
-	g.sendVote(e, m.Candidate, g.term, false, grant, false)
+	g.sendVote(e, m.Candidate, g.term, false, grant)
 	return ""
 }
 
-func (g *group) sendVote(e *Engine, candidate string, term uint64, pre, granted, handoff bool) {
+// sendVote answers a (pre-)vote request.
+func (g *group) sendVote(e *Engine, candidate string, term uint64, pre, granted bool) {
 	e.enc.begin(typeVote, g)
 	e.enc.num("priority", uint64(g.cfg.Priority))
 	e.enc.str("candidate", candidate)
@@ -272,8 +282,21 @@ func (g *group) sendVote(e *Engine, candidate string, term uint64, pre, granted,
 	if granted {
 		e.enc.flag("granted")
 	}
-	if handoff {
-		e.enc.flag("handoff")
+	e.publish(g, e.enc.end())
+}
+
+// sendPushedVote grants candidate our vote in term because its predecessor
+// resigned to it: a vote nobody asked for, cast now, which carries the
+// resigning leader's hold (see holdLease).
+func (g *group) sendPushedVote(e *Engine, candidate string, term, hold uint64) {
+	e.enc.begin(typeVote, g)
+	e.enc.num("priority", uint64(g.cfg.Priority))
+	e.enc.str("candidate", candidate)
+	e.enc.num("term", term)
+	e.enc.flag("granted")
+	e.enc.flag("handoff")
+	if hold > 0 {
+		e.enc.num("hold", hold)
 	}
 	e.publish(g, e.enc.end())
 }
@@ -293,7 +316,7 @@ func (g *group) onVote(e *Engine, m *wireMsg) string {
 			// resign reached us: the successor's term is the one after ours.
 			g.enterTerm(e, m.Term)
 			g.vote, g.dirty = g.cfg.ID, true
-			g.startHandoffCandidacy(e)
+			g.startHandoffCandidacy(e, m.Hold)
 		default:
 			return ""
 		}
@@ -309,6 +332,7 @@ func (g *group) onVote(e *Engine, m *wireMsg) string {
 	case !m.Pre && g.role == RoleCandidate && m.Term == g.term:
 		if m.Handoff {
 			g.handoff = true // cast before our request: no lease from votes
+			g.holdLease(e, m.Hold)
 		}
 		if g.addVote(m.From) {
 			g.becomeLeader(e)
@@ -330,13 +354,27 @@ func (g *group) addVote(id string) bool {
 // having voted for itself, without a campaign of its own: the votes come from
 // the resigning leader's hand-off. No lease until the first acked heartbeat:
 // those votes were cast before anything of ours was sent.
-func (g *group) startHandoffCandidacy(e *Engine) {
+func (g *group) startHandoffCandidacy(e *Engine, hold uint64) {
 	g.role = RoleCandidate
 	g.votes = append(g.votes[:0], g.cfg.ID)
-	g.handoff = true
+	g.handoff, g.leaseNotBefore = true, 0
+	g.holdLease(e, hold)
 	g.setLeader(e, "", 0)
 	g.lastLeaderContact = e.now
 	g.resetElectionTimer(e.now)
+}
+
+// holdLease takes no lease until the resigning leader's application, told
+// to stop when it resigned, may still be acting for hold ms of its clock:
+// that is at most hold/(1−ρ) real time after the resign left, and this
+// clock counts at least (now-then)/(1+ρ) of real time since we heard of it.
+func (g *group) holdLease(e *Engine, hold uint64) {
+	if hold == 0 {
+		return
+	}
+	rho := g.cfg.MaxDriftPPM
+	wait := (int64(hold)*(1_000_000+rho) + 1_000_000 - rho - 1) / (1_000_000 - rho)
+	g.leaseNotBefore = max(g.leaseNotBefore, e.now+wait)
 }
 
 func (g *group) onHeartbeat(e *Engine, m *wireMsg) string {
@@ -461,6 +499,9 @@ func (g *group) resign(e *Engine, target string) string {
 	if target != "" {
 		e.enc.str("to", target)
 	}
+	if g.cfg.HandoffHoldMs > 0 {
+		e.enc.num("hold", uint64(g.cfg.HandoffHoldMs))
+	}
 	e.publish(g, e.enc.end())
 	return ""
 }
@@ -499,7 +540,7 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 	}
 	g.vote, g.dirty = m.To, true
 	if m.To == g.cfg.ID {
-		g.startHandoffCandidacy(e)
+		g.startHandoffCandidacy(e, m.Hold)
 		if g.addVote(m.From) {
 			g.becomeLeader(e)
 		}
@@ -507,7 +548,7 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 	}
 	g.lastLeaderContact = now
 	g.resetElectionTimer(now)
-	g.sendVote(e, m.To, next, false, true, true)
+	g.sendPushedVote(e, m.To, next, m.Hold)
 	return ""
 }
 

@@ -192,3 +192,41 @@ func TestDuplicateIDs(t *testing.T) {
 		}
 	})
 }
+
+// A hand-off must not let the successor act while the resigning leader's
+// application may still be stopping (Config.HandoffHoldMs): the successor
+// leads at once but takes its first lease only a hold (stretched by the
+// drift bound) after it heard of the resign.
+func TestHandoffHoldDelaysTheSuccessorsLease(t *testing.T) {
+	n := newTestNet(t, ModeQuorum, "a", "b", "c")
+	n.cfgHook = func(c *Config) { c.HandoffHoldMs = 300 }
+	restartAll(n)
+	n.advance(3000, 10)
+	l := strings.Split(n.leaders()[0], "@")[0]
+	to := "a"
+	if l == "a" {
+		to = "b"
+	}
+	n.take()
+	resignAt := n.now
+	n.step(l, &Input{Now: n.now, Commands: []Command{{Kind: CmdTransfer, Group: "g", Target: to}}})
+	if got := n.take(); !strings.Contains(got, `"hold":300`) {
+		t.Fatalf("the resign carries no hold:\n%s", got)
+	}
+	var firstLease int64
+	for n.now < resignAt+1000 && firstLease == 0 {
+		n.advance(10, 10)
+		if u := n.leaseUntil[to]; u > 0 {
+			firstLease = n.now
+		}
+	}
+	if s := n.status(to); s.Role != RoleLeader {
+		t.Fatalf("%s did not take over: %+v", to, s)
+	}
+	t.Logf("first lease %d ms after the resign", firstLease-resignAt)
+	// 300 ms of the old leader's clock, at most 300/(1−ρ) real, counted on
+	// ours at 1+ρ: 300 × 1.01/0.99 ≈ 306.1 → 307 ms.
+	if firstLease == 0 || firstLease-resignAt < 307 {
+		t.Fatalf("%s took a lease %d ms after the resign, want ≥ 307", to, firstLease-resignAt)
+	}
+}

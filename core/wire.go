@@ -38,6 +38,7 @@ type wireMsg struct {
 	Pre       bool      `json:"pre,omitempty"`
 	Granted   bool      `json:"granted,omitempty"`
 	Handoff   bool      `json:"handoff,omitempty"` // a vote pushed by a resign, not asked for
+	Hold      uint64    `json:"hold,omitempty"`    // a resign (and the votes it pushes): the resigning leader's HandoffHoldMs
 	ElectedAt string    `json:"elected_at,omitempty"`
 	Timestamp flexStamp `json:"timestamp,omitempty"`
 	// The signed envelope (auth.go).

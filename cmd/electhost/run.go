@@ -239,6 +239,12 @@ func (o *runOptions) complete(cmd *cobra.Command) error {
 		ID: o.id, Group: o.group, Priority: o.priority, Mode: mode, Members: members,
 		HeartbeatMs: tm.heartbeatMs, ElectionTimeoutMs: tm.electionTimeoutMs, LeaseMs: tm.leaseMs,
 	}
+	if len(o.cmdArgs) > 0 {
+		// On a hand-off the command is told to stop when this agent
+		// resigns, and may take --grace to exit: the successor waits that
+		// long (plus killSlack) before its lease, so before its command.
+		o.cfg.HandoffHoldMs = (tm.grace + killSlack).Milliseconds()
+	}
 	if err := o.auth.apply(&o.cfg); err != nil {
 		return err
 	}
