@@ -1,5 +1,10 @@
 package core
 
+import (
+	"maps"
+	"slices"
+)
+
 // PersistGate keeps the persist-before-send contract across batches for a
 // host whose saves can fail. The core hands each changed GroupState over
 // once; if saving it fails, every later Output of that group may carry
@@ -8,19 +13,25 @@ package core
 // latest unsaved state of each group, offers it again before every later
 // batch, and holds back the group's publishes until a save succeeds. Held
 // messages are simply lost, which the protocol tolerates like any message
-// loss; events still reach the application.
+// loss. Events still reach the application, except a leadership that rests
+// on an unsaved vote: its became-leader (with the lease it grants) waits
+// until the state is durable, and is dropped if the leadership ends first.
+// Everything that takes authority away (stepped-down, leader-changed, left)
+// is delivered at once.
 //
 // The zero value is ready to use. A host calls Apply on every Output, before
-// it publishes anything.
+// it publishes anything, and applies out.Events after it.
 type PersistGate struct {
 	unsaved map[string]GroupState // by group: the latest state not yet durable
+	held    map[string]Event      // by group: a became-leader not yet delivered
 }
 
 // Apply saves, with save, every state in out.Persist and every state an
 // earlier Apply could not save (only the latest per group is written), then
 // removes from out.Publishes the publishes of every group whose state is
-// still not durable. It returns how many publishes it held back and the
-// first save error.
+// still not durable, and holds or releases leadership events as described
+// above. It returns how many publishes it held back and the first save
+// error.
 func (p *PersistGate) Apply(out *Output, save func(GroupState) error) (held int, err error) {
 	for _, s := range out.Persist {
 		if p.unsaved == nil {
@@ -28,11 +39,12 @@ func (p *PersistGate) Apply(out *Output, save func(GroupState) error) (held int,
 		}
 		p.unsaved[s.Group] = s // latest wins
 	}
+	defer p.gateEvents(out)
 	if len(p.unsaved) == 0 {
 		return 0, nil
 	}
-	for group, s := range p.unsaved {
-		if e := save(s); e != nil {
+	for _, group := range slices.Sorted(maps.Keys(p.unsaved)) {
+		if e := save(p.unsaved[group]); e != nil {
 			if err == nil {
 				err = e
 			}
@@ -53,6 +65,41 @@ func (p *PersistGate) Apply(out *Output, save func(GroupState) error) (held int,
 	}
 	out.Publishes = kept
 	return held, err
+}
+
+// gateEvents holds a became-leader (and the leases that follow it) of a
+// group whose state is not durable, and releases it, first, in the first
+// Output after the state is saved.
+func (p *PersistGate) gateEvents(out *Output) {
+	if len(p.unsaved) == 0 && len(p.held) == 0 {
+		return
+	}
+	var events Events
+	for _, group := range slices.Sorted(maps.Keys(p.held)) { // one order on every host
+		if !p.Unsaved(group) {
+			events = append(events, p.held[group])
+			delete(p.held, group)
+		}
+	}
+	for _, ev := range out.Events {
+		h, isHeld := p.held[ev.Group]
+		switch {
+		case ev.Kind == EventBecameLeader && p.Unsaved(ev.Group):
+			if p.held == nil {
+				p.held = make(map[string]Event)
+			}
+			p.held[ev.Group] = ev
+			continue
+		case ev.Kind == EventLease && isHeld:
+			h.LeaseUntil = ev.LeaseUntil
+			p.held[ev.Group] = h
+			continue
+		case ev.Kind == EventSteppedDown, ev.Kind == EventLeft:
+			delete(p.held, ev.Group) // ended before the application heard of it
+		}
+		events = append(events, ev)
+	}
+	out.Events = events
 }
 
 // Unsaved reports whether group has a state that is not yet durable.

@@ -86,3 +86,54 @@ func TestPersistGateEngineCrash(t *testing.T) {
 		t.Fatalf("durable %+v", durable)
 	}
 }
+
+// TestPersistGateHoldsLeadership: a leadership that rests on an unsaved vote
+// reaches the application only once the vote is durable; one that ends
+// before that never does; losing authority is always reported at once.
+func TestPersistGateHoldsLeadership(t *testing.T) {
+	var gate PersistGate
+	failing := true
+	save := func(GroupState) error {
+		if failing {
+			return errors.New("EIO")
+		}
+		return nil
+	}
+	kinds := func(evs Events) (s []string) {
+		for _, ev := range evs {
+			s = append(s, ev.Kind.String())
+		}
+		return s
+	}
+	out := Output{Persist: States{{Group: "g", Term: 2, Vote: "a"}}, Events: Events{
+		{Kind: EventBecameLeader, Group: "g", Term: 2, Leader: "a"},
+		{Kind: EventLeaderChanged, Group: "g", Term: 2, Leader: "a"},
+	}}
+	gate.Apply(&out, save)
+	if got := kinds(out.Events); len(got) != 1 || got[0] != "leader-changed" {
+		t.Fatalf("while unsaved: %v", got)
+	}
+	out = Output{Events: Events{{Kind: EventLease, Group: "g", Term: 2, Leader: "a", LeaseUntil: 900}}}
+	gate.Apply(&out, save)
+	if len(out.Events) != 0 {
+		t.Fatalf("a lease of a held leadership was delivered: %v", kinds(out.Events))
+	}
+	failing = false
+	out = Output{}
+	gate.Apply(&out, save)
+	if len(out.Events) != 1 || out.Events[0].Kind != EventBecameLeader || out.Events[0].LeaseUntil != 900 {
+		t.Fatalf("after the save: %+v", out.Events)
+	}
+	// A leadership that ends while unsaved is never delivered; its end is.
+	failing = true
+	out = Output{Persist: States{{Group: "g", Term: 3, Vote: "a"}}, Events: Events{{Kind: EventBecameLeader, Group: "g", Term: 3}}}
+	gate.Apply(&out, save)
+	out = Output{Events: Events{{Kind: EventSteppedDown, Group: "g", Term: 3}}}
+	gate.Apply(&out, save)
+	failing = false
+	out2 := Output{}
+	gate.Apply(&out2, save)
+	if got := kinds(out.Events); len(got) != 1 || got[0] != "stepped-down" || len(out2.Events) != 0 {
+		t.Fatalf("ended while unsaved: %v then %v", got, kinds(out2.Events))
+	}
+}
