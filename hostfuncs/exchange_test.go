@@ -3,6 +3,7 @@ package hostfuncs
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"testing"
 	"time"
@@ -94,6 +95,40 @@ func BenchmarkPilotPublish(b *testing.B) {
 		}
 		<-c.ch
 	}
+}
+
+// BenchmarkPilotPublishCost: what a long-lived publisher could save. "exec"
+// is the transport's way, one pilotctl process per publish; "in-process"
+// sends the same request to the daemon from a process that is already
+// running (the stand-in's CLI called as a function), which is what a
+// persistent publisher would cost if pilotctl offered one (it does not).
+func BenchmarkPilotPublishCost(b *testing.B) {
+	d, err := pilotstandin.NewDaemon(pilotstandin.Options{Hosts: []string{"a"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	payload := `{"type":"heartbeat","leader":"a1","term":7,"seq":42}`
+	b.Run("exec", func(b *testing.B) {
+		tr, err := NewPilotTransport(PilotOptions{Binary: pilotstandin.Build(b), Hosts: []string{"a"}, Env: d.Env()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer tr.Close()
+		for range b.N {
+			if err := tr.Publish(context.Background(), "t", []byte(payload)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("in-process", func(b *testing.B) {
+		b.Setenv(pilotstandin.EnvSocket, d.Socket())
+		for range b.N {
+			if code := pilotstandin.Main([]string{"--json", "publish", "a", "t", "--data=" + payload}, io.Discard, io.Discard); code != 0 {
+				b.Fatal(code)
+			}
+		}
+	})
 }
 
 func BenchmarkNATSPublish(b *testing.B) {
