@@ -43,6 +43,10 @@ type GroupSpec struct {
 	// (EventDuplicateID). 0 derives one from Config.Seed and the join epoch,
 	// which tells restarts apart but not two processes with fresh state.
 	Incarnation uint64 `msg:"inc,omitempty"`
+	// Request, if not 0, is echoed in the EventRejected that refuses this
+	// join, so a host matches the answer to its request without reading
+	// the reason.
+	Request uint64 `msg:"req,omitempty"`
 }
 
 // GroupState is what a group needs persisted: its term and the vote it cast
@@ -93,6 +97,9 @@ type Command struct {
 	Kind   CommandKind `msg:"k"`
 	Group  string      `msg:"g"`
 	Target string      `msg:"to"`
+	// Request, if not 0, is echoed in the EventRejected that refuses this
+	// command (see GroupSpec.Request).
+	Request uint64 `msg:"req,omitempty"`
 }
 
 // Output is what one Step produced, to be applied in field order: persist,
@@ -175,6 +182,9 @@ type Event struct {
 	Leader     string    `msg:"leader"`
 	LeaseUntil int64     `msg:"lease"`
 	Reason     string    `msg:"why"`
+	// Request is the GroupSpec.Request or Command.Request this
+	// EventRejected refuses (0: none, or an inbound message).
+	Request uint64 `msg:"req,omitempty"`
 }
 
 // Role is a member's part in its group.

@@ -7,18 +7,36 @@ import (
 )
 
 // MarshalMsg implements msgp.Marshaler
-func (z Command) MarshalMsg(b []byte) (o []byte, err error) {
+func (z *Command) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 3
-	// string "k"
-	o = append(o, 0x83, 0xa1, 0x6b)
-	o = msgp.AppendUint8(o, uint8(z.Kind))
-	// string "g"
-	o = append(o, 0xa1, 0x67)
-	o = msgp.AppendString(o, z.Group)
-	// string "to"
-	o = append(o, 0xa2, 0x74, 0x6f)
-	o = msgp.AppendString(o, z.Target)
+	// check for omitted fields
+	zb0001Len := uint32(4)
+	var zb0001Mask uint8 /* 4 bits */
+	_ = zb0001Mask
+	if z.Request == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x8
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		// string "k"
+		o = append(o, 0xa1, 0x6b)
+		o = msgp.AppendUint8(o, uint8(z.Kind))
+		// string "g"
+		o = append(o, 0xa1, 0x67)
+		o = msgp.AppendString(o, z.Group)
+		// string "to"
+		o = append(o, 0xa2, 0x74, 0x6f)
+		o = msgp.AppendString(o, z.Target)
+		if (zb0001Mask & 0x8) == 0 { // if not omitted
+			// string "req"
+			o = append(o, 0xa3, 0x72, 0x65, 0x71)
+			o = msgp.AppendUint64(o, z.Request)
+		}
+	}
 	return
 }
 
@@ -32,6 +50,8 @@ func (z *Command) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	var zb0001Mask uint8 /* 1 bits */
+	_ = zb0001Mask
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -62,6 +82,13 @@ func (z *Command) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Target")
 				return
 			}
+		case "req":
+			z.Request, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Request")
+				return
+			}
+			zb0001Mask |= 0x1
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -70,13 +97,18 @@ func (z *Command) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			}
 		}
 	}
+	// Clear omitted fields.
+	if (zb0001Mask & 0x1) == 0 {
+		z.Request = 0
+	}
+
 	o = bts
 	return
 }
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
-func (z Command) Msgsize() (s int) {
-	s = 1 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Group) + 3 + msgp.StringPrefixSize + len(z.Target)
+func (z *Command) Msgsize() (s int) {
+	s = 1 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Group) + 3 + msgp.StringPrefixSize + len(z.Target) + 4 + msgp.Uint64Size
 	return
 }
 
@@ -113,16 +145,11 @@ func (z Commands) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	o = msgp.AppendArrayHeader(o, uint32(len(z)))
 	for za0001 := range z {
-		// map header, size 3
-		// string "k"
-		o = append(o, 0x83, 0xa1, 0x6b)
-		o = msgp.AppendUint8(o, uint8(z[za0001].Kind))
-		// string "g"
-		o = append(o, 0xa1, 0x67)
-		o = msgp.AppendString(o, z[za0001].Group)
-		// string "to"
-		o = append(o, 0xa2, 0x74, 0x6f)
-		o = msgp.AppendString(o, z[za0001].Target)
+		o, err = z[za0001].MarshalMsg(o)
+		if err != nil {
+			err = msgp.WrapError(err, za0001)
+			return
+		}
 	}
 	return
 }
@@ -141,51 +168,10 @@ func (z *Commands) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		(*z) = make(Commands, zb0002)
 	}
 	for zb0001 := range *z {
-		var field []byte
-		_ = field
-		var zb0003 uint32
-		zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
+		bts, err = (*z)[zb0001].UnmarshalMsg(bts)
 		if err != nil {
 			err = msgp.WrapError(err, zb0001)
 			return
-		}
-		for zb0003 > 0 {
-			zb0003--
-			field, bts, err = msgp.ReadMapKeyZC(bts)
-			if err != nil {
-				err = msgp.WrapError(err, zb0001)
-				return
-			}
-			switch msgp.UnsafeString(field) {
-			case "k":
-				{
-					var zb0004 uint8
-					zb0004, bts, err = msgp.ReadUint8Bytes(bts)
-					if err != nil {
-						err = msgp.WrapError(err, zb0001, "Kind")
-						return
-					}
-					(*z)[zb0001].Kind = CommandKind(zb0004)
-				}
-			case "g":
-				(*z)[zb0001].Group, bts, err = msgp.ReadStringBytes(bts)
-				if err != nil {
-					err = msgp.WrapError(err, zb0001, "Group")
-					return
-				}
-			case "to":
-				(*z)[zb0001].Target, bts, err = msgp.ReadStringBytes(bts)
-				if err != nil {
-					err = msgp.WrapError(err, zb0001, "Target")
-					return
-				}
-			default:
-				bts, err = msgp.Skip(bts)
-				if err != nil {
-					err = msgp.WrapError(err, zb0001)
-					return
-				}
-			}
 		}
 	}
 	o = bts
@@ -195,8 +181,8 @@ func (z *Commands) UnmarshalMsg(bts []byte) (o []byte, err error) {
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z Commands) Msgsize() (s int) {
 	s = msgp.ArrayHeaderSize
-	for zb0005 := range z {
-		s += 1 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z[zb0005].Group) + 3 + msgp.StringPrefixSize + len(z[zb0005].Target)
+	for zb0003 := range z {
+		s += z[zb0003].Msgsize()
 	}
 	return
 }
@@ -204,25 +190,43 @@ func (z Commands) Msgsize() (s int) {
 // MarshalMsg implements msgp.Marshaler
 func (z *Event) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 6
-	// string "k"
-	o = append(o, 0x86, 0xa1, 0x6b)
-	o = msgp.AppendUint8(o, uint8(z.Kind))
-	// string "g"
-	o = append(o, 0xa1, 0x67)
-	o = msgp.AppendString(o, z.Group)
-	// string "term"
-	o = append(o, 0xa4, 0x74, 0x65, 0x72, 0x6d)
-	o = msgp.AppendUint64(o, z.Term)
-	// string "leader"
-	o = append(o, 0xa6, 0x6c, 0x65, 0x61, 0x64, 0x65, 0x72)
-	o = msgp.AppendString(o, z.Leader)
-	// string "lease"
-	o = append(o, 0xa5, 0x6c, 0x65, 0x61, 0x73, 0x65)
-	o = msgp.AppendInt64(o, z.LeaseUntil)
-	// string "why"
-	o = append(o, 0xa3, 0x77, 0x68, 0x79)
-	o = msgp.AppendString(o, z.Reason)
+	// check for omitted fields
+	zb0001Len := uint32(7)
+	var zb0001Mask uint8 /* 7 bits */
+	_ = zb0001Mask
+	if z.Request == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x40
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		// string "k"
+		o = append(o, 0xa1, 0x6b)
+		o = msgp.AppendUint8(o, uint8(z.Kind))
+		// string "g"
+		o = append(o, 0xa1, 0x67)
+		o = msgp.AppendString(o, z.Group)
+		// string "term"
+		o = append(o, 0xa4, 0x74, 0x65, 0x72, 0x6d)
+		o = msgp.AppendUint64(o, z.Term)
+		// string "leader"
+		o = append(o, 0xa6, 0x6c, 0x65, 0x61, 0x64, 0x65, 0x72)
+		o = msgp.AppendString(o, z.Leader)
+		// string "lease"
+		o = append(o, 0xa5, 0x6c, 0x65, 0x61, 0x73, 0x65)
+		o = msgp.AppendInt64(o, z.LeaseUntil)
+		// string "why"
+		o = append(o, 0xa3, 0x77, 0x68, 0x79)
+		o = msgp.AppendString(o, z.Reason)
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
+			// string "req"
+			o = append(o, 0xa3, 0x72, 0x65, 0x71)
+			o = msgp.AppendUint64(o, z.Request)
+		}
+	}
 	return
 }
 
@@ -236,6 +240,8 @@ func (z *Event) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	var zb0001Mask uint8 /* 1 bits */
+	_ = zb0001Mask
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -284,6 +290,13 @@ func (z *Event) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Reason")
 				return
 			}
+		case "req":
+			z.Request, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Request")
+				return
+			}
+			zb0001Mask |= 0x1
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -292,13 +305,18 @@ func (z *Event) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			}
 		}
 	}
+	// Clear omitted fields.
+	if (zb0001Mask & 0x1) == 0 {
+		z.Request = 0
+	}
+
 	o = bts
 	return
 }
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *Event) Msgsize() (s int) {
-	s = 1 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Group) + 5 + msgp.Uint64Size + 7 + msgp.StringPrefixSize + len(z.Leader) + 6 + msgp.Int64Size + 4 + msgp.StringPrefixSize + len(z.Reason)
+	s = 1 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Group) + 5 + msgp.Uint64Size + 7 + msgp.StringPrefixSize + len(z.Leader) + 6 + msgp.Int64Size + 4 + msgp.StringPrefixSize + len(z.Reason) + 4 + msgp.Uint64Size
 	return
 }
 
@@ -381,12 +399,16 @@ func (z Events) Msgsize() (s int) {
 func (z *GroupSpec) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(3)
-	var zb0001Mask uint8 /* 3 bits */
+	zb0001Len := uint32(4)
+	var zb0001Mask uint8 /* 4 bits */
 	_ = zb0001Mask
 	if z.Incarnation == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x4
+	}
+	if z.Request == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x8
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -412,6 +434,11 @@ func (z *GroupSpec) MarshalMsg(b []byte) (o []byte, err error) {
 			o = append(o, 0xa3, 0x69, 0x6e, 0x63)
 			o = msgp.AppendUint64(o, z.Incarnation)
 		}
+		if (zb0001Mask & 0x8) == 0 { // if not omitted
+			// string "req"
+			o = append(o, 0xa3, 0x72, 0x65, 0x71)
+			o = msgp.AppendUint64(o, z.Request)
+		}
 	}
 	return
 }
@@ -426,7 +453,7 @@ func (z *GroupSpec) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
-	var zb0001Mask uint8 /* 1 bits */
+	var zb0001Mask uint8 /* 2 bits */
 	_ = zb0001Mask
 	for zb0001 > 0 {
 		zb0001--
@@ -455,6 +482,13 @@ func (z *GroupSpec) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				return
 			}
 			zb0001Mask |= 0x1
+		case "req":
+			z.Request, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Request")
+				return
+			}
+			zb0001Mask |= 0x2
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -464,17 +498,21 @@ func (z *GroupSpec) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 	}
 	// Clear omitted fields.
-	if (zb0001Mask & 0x1) == 0 {
-		z.Incarnation = 0
+	if zb0001Mask != 0x3 {
+		if (zb0001Mask & 0x1) == 0 {
+			z.Incarnation = 0
+		}
+		if (zb0001Mask & 0x2) == 0 {
+			z.Request = 0
+		}
 	}
-
 	o = bts
 	return
 }
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *GroupSpec) Msgsize() (s int) {
-	s = 1 + 7 + z.Config.Msgsize() + 6 + z.State.Msgsize() + 4 + msgp.Uint64Size
+	s = 1 + 7 + z.Config.Msgsize() + 6 + z.State.Msgsize() + 4 + msgp.Uint64Size + 4 + msgp.Uint64Size
 	return
 }
 
@@ -598,38 +636,10 @@ func (z *Input) MarshalMsg(b []byte) (o []byte, err error) {
 			o = append(o, 0xa4, 0x6a, 0x6f, 0x69, 0x6e)
 			o = msgp.AppendArrayHeader(o, uint32(len(z.Join)))
 			for za0001 := range z.Join {
-				// check for omitted fields
-				zb0002Len := uint32(3)
-				var zb0002Mask uint8 /* 3 bits */
-				_ = zb0002Mask
-				if z.Join[za0001].Incarnation == 0 {
-					zb0002Len--
-					zb0002Mask |= 0x4
-				}
-				// variable map header, size zb0002Len
-				o = append(o, 0x80|uint8(zb0002Len))
-
-				// skip if no fields are to be emitted
-				if zb0002Len != 0 {
-					// string "config"
-					o = append(o, 0xa6, 0x63, 0x6f, 0x6e, 0x66, 0x69, 0x67)
-					o, err = z.Join[za0001].Config.MarshalMsg(o)
-					if err != nil {
-						err = msgp.WrapError(err, "Join", za0001, "Config")
-						return
-					}
-					// string "state"
-					o = append(o, 0xa5, 0x73, 0x74, 0x61, 0x74, 0x65)
-					o, err = z.Join[za0001].State.MarshalMsg(o)
-					if err != nil {
-						err = msgp.WrapError(err, "Join", za0001, "State")
-						return
-					}
-					if (zb0002Mask & 0x4) == 0 { // if not omitted
-						// string "inc"
-						o = append(o, 0xa3, 0x69, 0x6e, 0x63)
-						o = msgp.AppendUint64(o, z.Join[za0001].Incarnation)
-					}
+				o, err = z.Join[za0001].MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Join", za0001)
+					return
 				}
 			}
 		}
@@ -652,16 +662,11 @@ func (z *Input) MarshalMsg(b []byte) (o []byte, err error) {
 			o = append(o, 0xa3, 0x63, 0x6d, 0x64)
 			o = msgp.AppendArrayHeader(o, uint32(len(z.Commands)))
 			for za0003 := range z.Commands {
-				// map header, size 3
-				// string "k"
-				o = append(o, 0x83, 0xa1, 0x6b)
-				o = msgp.AppendUint8(o, uint8(z.Commands[za0003].Kind))
-				// string "g"
-				o = append(o, 0xa1, 0x67)
-				o = msgp.AppendString(o, z.Commands[za0003].Group)
-				// string "to"
-				o = append(o, 0xa2, 0x74, 0x6f)
-				o = msgp.AppendString(o, z.Commands[za0003].Target)
+				o, err = z.Commands[za0003].MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Commands", za0003)
+					return
+				}
 			}
 		}
 	}
@@ -714,77 +719,34 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				z.Join = make(Joins, zb0002)
 			}
 			for za0001 := range z.Join {
-				var zb0003 uint32
-				zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
+				bts, err = z.Join[za0001].UnmarshalMsg(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "Join", za0001)
 					return
 				}
-				var zb0003Mask uint8 /* 1 bits */
-				_ = zb0003Mask
-				for zb0003 > 0 {
-					zb0003--
-					field, bts, err = msgp.ReadMapKeyZC(bts)
-					if err != nil {
-						err = msgp.WrapError(err, "Join", za0001)
-						return
-					}
-					switch msgp.UnsafeString(field) {
-					case "config":
-						bts, err = z.Join[za0001].Config.UnmarshalMsg(bts)
-						if err != nil {
-							err = msgp.WrapError(err, "Join", za0001, "Config")
-							return
-						}
-					case "state":
-						bts, err = z.Join[za0001].State.UnmarshalMsg(bts)
-						if err != nil {
-							err = msgp.WrapError(err, "Join", za0001, "State")
-							return
-						}
-					case "inc":
-						z.Join[za0001].Incarnation, bts, err = msgp.ReadUint64Bytes(bts)
-						if err != nil {
-							err = msgp.WrapError(err, "Join", za0001, "Incarnation")
-							return
-						}
-						zb0003Mask |= 0x1
-					default:
-						bts, err = msgp.Skip(bts)
-						if err != nil {
-							err = msgp.WrapError(err, "Join", za0001)
-							return
-						}
-					}
-				}
-				// Clear omitted fields.
-				if (zb0003Mask & 0x1) == 0 {
-					z.Join[za0001].Incarnation = 0
-				}
-
 			}
 			zb0001Mask |= 0x2
 		case "in":
-			var zb0004 uint32
-			zb0004, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Inbound")
 				return
 			}
-			if cap(z.Inbound) >= int(zb0004) {
-				z.Inbound = (z.Inbound)[:zb0004]
+			if cap(z.Inbound) >= int(zb0003) {
+				z.Inbound = (z.Inbound)[:zb0003]
 			} else {
-				z.Inbound = make(Messages, zb0004)
+				z.Inbound = make(Messages, zb0003)
 			}
 			for za0002 := range z.Inbound {
-				var zb0005 uint32
-				zb0005, bts, err = msgp.ReadMapHeaderBytes(bts)
+				var zb0004 uint32
+				zb0004, bts, err = msgp.ReadMapHeaderBytes(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "Inbound", za0002)
 					return
 				}
-				for zb0005 > 0 {
-					zb0005--
+				for zb0004 > 0 {
+					zb0004--
 					field, bts, err = msgp.ReadMapKeyZC(bts)
 					if err != nil {
 						err = msgp.WrapError(err, "Inbound", za0002)
@@ -814,61 +776,22 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			}
 			zb0001Mask |= 0x4
 		case "cmd":
-			var zb0006 uint32
-			zb0006, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			var zb0005 uint32
+			zb0005, bts, err = msgp.ReadArrayHeaderBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Commands")
 				return
 			}
-			if cap(z.Commands) >= int(zb0006) {
-				z.Commands = (z.Commands)[:zb0006]
+			if cap(z.Commands) >= int(zb0005) {
+				z.Commands = (z.Commands)[:zb0005]
 			} else {
-				z.Commands = make(Commands, zb0006)
+				z.Commands = make(Commands, zb0005)
 			}
 			for za0003 := range z.Commands {
-				var zb0007 uint32
-				zb0007, bts, err = msgp.ReadMapHeaderBytes(bts)
+				bts, err = z.Commands[za0003].UnmarshalMsg(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "Commands", za0003)
 					return
-				}
-				for zb0007 > 0 {
-					zb0007--
-					field, bts, err = msgp.ReadMapKeyZC(bts)
-					if err != nil {
-						err = msgp.WrapError(err, "Commands", za0003)
-						return
-					}
-					switch msgp.UnsafeString(field) {
-					case "k":
-						{
-							var zb0008 uint8
-							zb0008, bts, err = msgp.ReadUint8Bytes(bts)
-							if err != nil {
-								err = msgp.WrapError(err, "Commands", za0003, "Kind")
-								return
-							}
-							z.Commands[za0003].Kind = CommandKind(zb0008)
-						}
-					case "g":
-						z.Commands[za0003].Group, bts, err = msgp.ReadStringBytes(bts)
-						if err != nil {
-							err = msgp.WrapError(err, "Commands", za0003, "Group")
-							return
-						}
-					case "to":
-						z.Commands[za0003].Target, bts, err = msgp.ReadStringBytes(bts)
-						if err != nil {
-							err = msgp.WrapError(err, "Commands", za0003, "Target")
-							return
-						}
-					default:
-						bts, err = msgp.Skip(bts)
-						if err != nil {
-							err = msgp.WrapError(err, "Commands", za0003)
-							return
-						}
-					}
 				}
 			}
 			zb0001Mask |= 0x8
@@ -903,7 +826,7 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 func (z *Input) Msgsize() (s int) {
 	s = 1 + 4 + msgp.Int64Size + 5 + msgp.Int64Size + 5 + msgp.ArrayHeaderSize
 	for za0001 := range z.Join {
-		s += 1 + 7 + z.Join[za0001].Config.Msgsize() + 6 + z.Join[za0001].State.Msgsize() + 4 + msgp.Uint64Size
+		s += z.Join[za0001].Msgsize()
 	}
 	s += 3 + msgp.ArrayHeaderSize
 	for za0002 := range z.Inbound {
@@ -911,7 +834,7 @@ func (z *Input) Msgsize() (s int) {
 	}
 	s += 4 + msgp.ArrayHeaderSize
 	for za0003 := range z.Commands {
-		s += 1 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Commands[za0003].Group) + 3 + msgp.StringPrefixSize + len(z.Commands[za0003].Target)
+		s += z.Commands[za0003].Msgsize()
 	}
 	return
 }
@@ -921,38 +844,10 @@ func (z Joins) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	o = msgp.AppendArrayHeader(o, uint32(len(z)))
 	for za0001 := range z {
-		// check for omitted fields
-		zb0001Len := uint32(3)
-		var zb0001Mask uint8 /* 3 bits */
-		_ = zb0001Mask
-		if z[za0001].Incarnation == 0 {
-			zb0001Len--
-			zb0001Mask |= 0x4
-		}
-		// variable map header, size zb0001Len
-		o = append(o, 0x80|uint8(zb0001Len))
-
-		// skip if no fields are to be emitted
-		if zb0001Len != 0 {
-			// string "config"
-			o = append(o, 0xa6, 0x63, 0x6f, 0x6e, 0x66, 0x69, 0x67)
-			o, err = z[za0001].Config.MarshalMsg(o)
-			if err != nil {
-				err = msgp.WrapError(err, za0001, "Config")
-				return
-			}
-			// string "state"
-			o = append(o, 0xa5, 0x73, 0x74, 0x61, 0x74, 0x65)
-			o, err = z[za0001].State.MarshalMsg(o)
-			if err != nil {
-				err = msgp.WrapError(err, za0001, "State")
-				return
-			}
-			if (zb0001Mask & 0x4) == 0 { // if not omitted
-				// string "inc"
-				o = append(o, 0xa3, 0x69, 0x6e, 0x63)
-				o = msgp.AppendUint64(o, z[za0001].Incarnation)
-			}
+		o, err = z[za0001].MarshalMsg(o)
+		if err != nil {
+			err = msgp.WrapError(err, za0001)
+			return
 		}
 	}
 	return
@@ -972,56 +867,11 @@ func (z *Joins) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		(*z) = make(Joins, zb0002)
 	}
 	for zb0001 := range *z {
-		var field []byte
-		_ = field
-		var zb0003 uint32
-		zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
+		bts, err = (*z)[zb0001].UnmarshalMsg(bts)
 		if err != nil {
 			err = msgp.WrapError(err, zb0001)
 			return
 		}
-		var zb0003Mask uint8 /* 1 bits */
-		_ = zb0003Mask
-		for zb0003 > 0 {
-			zb0003--
-			field, bts, err = msgp.ReadMapKeyZC(bts)
-			if err != nil {
-				err = msgp.WrapError(err, zb0001)
-				return
-			}
-			switch msgp.UnsafeString(field) {
-			case "config":
-				bts, err = (*z)[zb0001].Config.UnmarshalMsg(bts)
-				if err != nil {
-					err = msgp.WrapError(err, zb0001, "Config")
-					return
-				}
-			case "state":
-				bts, err = (*z)[zb0001].State.UnmarshalMsg(bts)
-				if err != nil {
-					err = msgp.WrapError(err, zb0001, "State")
-					return
-				}
-			case "inc":
-				(*z)[zb0001].Incarnation, bts, err = msgp.ReadUint64Bytes(bts)
-				if err != nil {
-					err = msgp.WrapError(err, zb0001, "Incarnation")
-					return
-				}
-				zb0003Mask |= 0x1
-			default:
-				bts, err = msgp.Skip(bts)
-				if err != nil {
-					err = msgp.WrapError(err, zb0001)
-					return
-				}
-			}
-		}
-		// Clear omitted fields.
-		if (zb0003Mask & 0x1) == 0 {
-			(*z)[zb0001].Incarnation = 0
-		}
-
 	}
 	o = bts
 	return
@@ -1030,8 +880,8 @@ func (z *Joins) UnmarshalMsg(bts []byte) (o []byte, err error) {
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z Joins) Msgsize() (s int) {
 	s = msgp.ArrayHeaderSize
-	for zb0004 := range z {
-		s += 1 + 7 + z[zb0004].Config.Msgsize() + 6 + z[zb0004].State.Msgsize() + 4 + msgp.Uint64Size
+	for zb0003 := range z {
+		s += z[zb0003].Msgsize()
 	}
 	return
 }

@@ -101,24 +101,24 @@ func (e *Engine) Groups() []string {
 func (e *Engine) join(spec *GroupSpec) {
 	cfg, err := spec.Config.normalize()
 	if err != nil {
-		e.reject(spec.Config.Group, fmt.Sprintf("join: %v", err))
+		e.refuse(spec.Request, spec.Config.Group, fmt.Sprintf("join: %v", err))
 		return
 	}
 	topic := Topic(cfg.Group)
 	if _, ok := e.groups[topic]; ok {
-		e.reject(cfg.Group, "join: already joined (leave first)")
+		e.refuse(spec.Request, cfg.Group, "join: already joined (leave first)")
 		return
 	}
 	if spec.State.Group != "" && spec.State.Group != cfg.Group {
-		e.reject(cfg.Group, fmt.Sprintf("join: persisted state belongs to group %q", spec.State.Group))
+		e.refuse(spec.Request, cfg.Group, fmt.Sprintf("join: persisted state belongs to group %q", spec.State.Group))
 		return
 	}
 	if spec.State.Term > MaxTerm {
-		e.reject(cfg.Group, fmt.Sprintf("join: persisted term %d exceeds %d (written by a version whose terms could be forced up by one message): delete the group's state file to start over", spec.State.Term, uint64(MaxTerm)))
+		e.refuse(spec.Request, cfg.Group, fmt.Sprintf("join: persisted term %d exceeds %d (written by a version whose terms could be forced up by one message): delete the group's state file to start over", spec.State.Term, uint64(MaxTerm)))
 		return
 	}
 	if spec.State.Vote != "" && cfg.Mode == ModeQuorum && slices.Index(cfg.Members, spec.State.Vote) < 0 {
-		e.reject(cfg.Group, fmt.Sprintf("join: persisted vote for %q, not a member", spec.State.Vote))
+		e.refuse(spec.Request, cfg.Group, fmt.Sprintf("join: persisted vote for %q, not a member", spec.State.Vote))
 		return
 	}
 	g := newGroup(cfg, spec.State, e.now)
@@ -182,7 +182,7 @@ func (e *Engine) receive(m *Message) {
 func (e *Engine) command(c *Command) {
 	g, ok := e.groups[Topic(c.Group)]
 	if !ok {
-		e.reject(c.Group, fmt.Sprintf("%s: group not joined", c.Kind))
+		e.refuse(c.Request, c.Group, fmt.Sprintf("%s: group not joined", c.Kind))
 		return
 	}
 	var reason string
@@ -204,7 +204,7 @@ func (e *Engine) command(c *Command) {
 		reason = fmt.Sprintf("unknown command %d", c.Kind)
 	}
 	if reason != "" {
-		e.reject(g.cfg.Group, c.Kind.String()+": "+reason)
+		e.refuse(c.Request, g.cfg.Group, c.Kind.String()+": "+reason)
 	}
 	e.touch(g)
 }
@@ -236,6 +236,11 @@ func (e *Engine) touch(g *group) {
 
 func (e *Engine) reject(group, reason string) {
 	e.event(Event{Kind: EventRejected, Group: group, Reason: reason})
+}
+
+// refuse rejects the join or command with the host's request id.
+func (e *Engine) refuse(request uint64, group, reason string) {
+	e.event(Event{Kind: EventRejected, Group: group, Reason: reason, Request: request})
 }
 
 func (e *Engine) event(ev Event) { e.out.Events = append(e.out.Events, ev) }

@@ -230,3 +230,22 @@ func TestHandoffHoldDelaysTheSuccessorsLease(t *testing.T) {
 		t.Fatalf("%s took a lease %d ms after the resign, want ≥ 307", to, firstLease-resignAt)
 	}
 }
+
+// Requests are answered by id, not by parsing reasons: a refused join or
+// command echoes its Request in the EventRejected.
+func TestRefusalsEchoTheRequest(t *testing.T) {
+	e := NewEngine()
+	var out Output
+	e.Step(&Input{Now: 1, Join: []GroupSpec{{Config: Config{ID: "a", Group: "g"}, Request: 7}}}, &out) // quorum without members
+	out2 := Output{}
+	e.Step(&Input{Now: 2, Commands: []Command{{Kind: CmdResign, Group: "nope", Request: 8}}}, &out2)
+	got := map[uint64]string{}
+	for _, ev := range append(out.Events, out2.Events...) {
+		if ev.Kind == EventRejected {
+			got[ev.Request] = ev.Reason
+		}
+	}
+	if !strings.Contains(got[7], "members") || !strings.Contains(got[8], "not joined") || len(got) != 2 {
+		t.Fatalf("refusals by request: %v", got)
+	}
+}

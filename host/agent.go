@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,6 +96,8 @@ type Agent struct {
 	stop   chan struct{}
 	done   chan struct{}
 	c      agentCounters
+	// nextReq numbers requests (joins, commands) for the core to echo.
+	nextReq atomic.Uint64
 
 	mu        sync.Mutex
 	inbox     []core.Message
@@ -111,6 +112,7 @@ type Agent struct {
 }
 
 type request struct {
+	id      uint64 // echoed by the core in the EventRejected that refuses it
 	join    *core.GroupSpec
 	el      *Election
 	cmd     *core.Command
@@ -243,6 +245,13 @@ func (a *Agent) wake() {
 // submit queues r for the next batch and waits for its outcome.
 func (a *Agent) submit(ctx context.Context, r *request) error {
 	r.done = make(chan error, 1)
+	r.id = a.nextReq.Add(1)
+	switch {
+	case r.join != nil:
+		r.join.Request = r.id
+	case r.cmd != nil:
+		r.cmd.Request = r.id
+	}
 	a.mu.Lock()
 	if a.closing && !r.resign {
 		a.mu.Unlock()
@@ -416,13 +425,15 @@ func (a *Agent) apply(out *core.Output, in *core.Input, reqs []*request) {
 			lastStepDown[ev.Group] = i
 		}
 	}
-	rejected := map[string][]string{}
+	refused := map[uint64]string{} // by request id
 	for i, ev := range out.Events {
 		el := els[ev.Group]
 		switch ev.Kind {
 		case core.EventRejected:
 			a.c.rejected.Add(1)
-			rejected[ev.Group] = append(rejected[ev.Group], ev.Reason)
+			if ev.Request != 0 {
+				refused[ev.Request] = ev.Reason
+			}
 			a.logger.Debug("input rejected", "group", ev.Group, "reason", ev.Reason)
 		case core.EventLeaderChanged:
 			if el != nil {
@@ -455,28 +466,25 @@ func (a *Agent) apply(out *core.Output, in *core.Input, reqs []*request) {
 	}
 	// 4. Answer the requests of this batch.
 	for _, r := range reqs {
-		r.done <- requestResult(r, rejected)
+		r.done <- requestResult(r, refused)
 	}
 }
 
-// requestResult finds the core's answer to a request among the rejections.
-func requestResult(r *request, rejected map[string][]string) error {
-	var group, prefix string
-	switch {
-	case r.join != nil:
-		group, prefix = r.join.Config.Group, "join:"
-	case r.cmd != nil:
-		group, prefix = r.cmd.Group, r.cmd.Kind.String()+":"
-	default:
+// requestResult is the core's answer to a request: the refusal that echoes
+// its id, or nil.
+func requestResult(r *request, refused map[uint64]string) error {
+	reason, ok := refused[r.id]
+	if !ok {
 		return nil
 	}
-	for i, reason := range rejected[group] {
-		if strings.HasPrefix(reason, prefix) {
-			rejected[group] = append(rejected[group][:i], rejected[group][i+1:]...)
-			return fmt.Errorf("host: %s refused: %s", strings.TrimSuffix(prefix, ":"), reason)
-		}
+	what := "command"
+	switch {
+	case r.join != nil:
+		what = "join"
+	case r.cmd != nil:
+		what = r.cmd.Kind.String()
 	}
-	return nil
+	return fmt.Errorf("host: %s refused: %s", what, reason)
 }
 
 // checkLeases ends leaderships whose lease ran out.

@@ -27,6 +27,9 @@ func appendEvent(b []byte, ev *core.Event) []byte {
 	if ev.Reason != "" {
 		b = appendStr(append(b, ','), "reason", ev.Reason)
 	}
+	if ev.Request != 0 {
+		b = appendUint(append(b, ','), "request", ev.Request)
+	}
 	return append(b, '}')
 }
 
