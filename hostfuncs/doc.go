@@ -32,7 +32,8 @@
 // Conventions shared by all transports:
 //
 //   - A node receives its own publishes (as real buses do: NATS echo, pilot
-//     fan-out to every subscriber of the broker, mem loopback).
+//     fan-out to every subscriber of the broker or, when the layout never
+//     publishes to a broker it subscribes on, a local loopback; mem loopback).
 //   - deliver callbacks run on the transport's goroutines, one at a time per
 //     subscription, and must return promptly; they must not call Close.
 //     After Close returns, no deliver call is running or will start.

@@ -26,7 +26,7 @@ type transportFlags struct {
 
 func (f *transportFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.kind, "transport", "nats", "pub/sub transport: nats or pilot")
-	fs.StringVar(&f.broker, "broker", "", "NATS URL(s) for nats (default "+DefaultNATSURL+"), or pilot broker host(s), comma-separated, for pilot (required)")
+	fs.StringVar(&f.broker, "broker", "", "NATS URL(s) for nats (default "+DefaultNATSURL+"), or for pilot the pilot nodes whose brokers the group uses, comma-separated, the same on every member: best every member's own node (required)")
 	fs.StringVar(&f.pilotctl, "pilotctl", "pilotctl", "pilotctl binary (name in PATH or path), for --transport pilot")
 }
 
@@ -38,7 +38,7 @@ func (f *transportFlags) validate() error {
 		}
 	case "pilot":
 		if strings.TrimSpace(f.broker) == "" {
-			return usageErrorf("--transport pilot needs --broker HOST[,HOST...] (the pilot node(s) whose event broker the group uses)")
+			return usageErrorf("--transport pilot needs --broker NODE,NODE,... (best: every member's pilot node, the same list on every member)")
 		}
 	default:
 		return usageErrorf("--transport %q: want nats or pilot", f.kind)
