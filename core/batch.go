@@ -129,7 +129,11 @@ const (
 	// none is known). Term is the leader's term.
 	EventLeaderChanged EventKind = iota + 1
 	// EventBecameLeader: this agent won the election for Term. LeaseUntil is
-	// set when the votes already grant a lease (0: wait for EventLease).
+	// set when the votes already grant a lease that is still running (0:
+	// act only after an EventLease). It comes before the leader-changed
+	// that names this agent, and a later event of the same Output may
+	// revoke it (stepped-down): a host starts leader-only work only for a
+	// leadership still held at the end of the Output.
 	EventBecameLeader
 	// EventLease: a quorum leader's lease now runs until LeaseUntil (monotonic
 	// ms). The leader must stop acting for Term at LeaseUntil unless a later

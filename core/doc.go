@@ -9,7 +9,15 @@
 //  1. Persist: write every [GroupState] durably (term and vote).
 //  2. Publishes: send every [Message] on the bus.
 //  3. Events: act on leadership changes; [Event.Term] is the fencing token.
+//     Per group they come in the order things happened (a new leadership:
+//     became-leader, then leader-changed naming this agent); act on the
+//     state at the end of the Output, not on each event in turn.
 //  4. WakeAt: call Step again no later than this time, even with nothing new.
+//
+// Two host contracts carry the safety argument: Input.Now is read after the
+// batch's messages arrived, and nothing is published before the state it
+// rests on is durable, across batches too — [PersistGate] does that for a
+// host whose saves can fail.
 //
 // The core never reads a clock, never sleeps, starts no goroutine, takes no lock
 // and draws randomness only from a generator seeded by [Config.Seed]; the same
