@@ -43,8 +43,8 @@ type group struct {
 	// leaseNotBefore: no lease from a heartbeat sent before this time (the
 	// previous leader's application may still be stopping; HandoffHoldMs).
 	leaseNotBefore int64
-	collectEnd int64    // bully: declare victory at this time
-	claimTerm  uint64   // bully: the term this candidacy announced
+	collectEnd     int64  // bully: declare victory at this time
+	claimTerm      uint64 // bully: the term this candidacy announced
 	// leaderHeard is when the known leader last claimed leadership (bully).
 	leaderHeard int64
 
@@ -62,15 +62,15 @@ type group struct {
 	rng rand.PCG
 
 	elections, received, rejected, duplicates uint64
-	selfDupAt                               int64 // another process with our ID, last reported
-	selfDupOnce                             bool
+	selfDupAt                                 int64 // another process with our ID, last reported
+	selfDupOnce                               bool
 
 	// epoch counts this agent's joins of the group (GroupState.Epoch),
 	// raised at every join; inc, drawn from it and the seed, tells this
 	// incarnation's heartbeats from those of any earlier run, so that an
 	// ack counts only for the heartbeat it answers.
 	epoch, inc uint64
-	auth  *groupAuth // nil with auth off
+	auth       *groupAuth // nil with auth off
 }
 
 // ackWindow heartbeats are remembered for matching acks; older acks are too
@@ -89,15 +89,15 @@ type member struct {
 	prioKnown bool
 	lastHeard int64
 	heardOnce bool
-	aliveFrom int64  // start of the current run of contact, for "healthy"
-	departed  bool   // it resigned and has not been heard since: never a hand-off target
+	aliveFrom int64 // start of the current run of contact, for "healthy"
+	departed  bool  // it resigned and has not been heard since: never a hand-off target
 	// inc and prevInc are the member's last two incarnations heard; a
 	// process that restarted never comes back to prevInc, a second process
 	// with the same ID does. dupAt: when that was last reported.
 	inc, prevInc uint64
 	dupAt        int64
 	dupOnce      bool
-	ackSeq    uint64 // leader: highest heartbeat seq this member acked
+	ackSeq       uint64 // leader: highest heartbeat seq this member acked
 }
 
 func newGroup(cfg Config, st GroupState, now int64) *group {
