@@ -83,12 +83,11 @@ type agentCounters struct {
 // core's order — persist, then publish, then events — and sleeps until the
 // next message or the core's WakeAt.
 type Agent struct {
-	rt     *Runtime
 	cfg    AgentConfig
 	logger *slog.Logger
 	clock  hostfuncs.Clock
 	store  stateStore
-	eng    *Engine
+	eng    electionCore
 	ctx    context.Context
 	cancel context.CancelFunc
 	pub    *publisher
@@ -121,17 +120,40 @@ type request struct {
 	done    chan error
 }
 
-// NewAgent starts an agent with no groups.
+// NewAgent starts an agent with no groups, on an instance of the runtime's
+// WebAssembly module.
 func (r *Runtime) NewAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 	if cfg.Transport == nil {
 		return nil, errors.New("host: AgentConfig.Transport is required")
 	}
-	a := &Agent{rt: r, cfg: cfg, logger: cfg.Logger, clock: cfg.Clock,
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		elections: map[string]*Election{}}
-	if a.logger == nil {
-		a.logger = r.logger
+	if cfg.Logger == nil {
+		cfg.Logger = r.logger
 	}
+	eng, err := r.NewEngine(ctx, EngineConfig{Logger: cfg.Logger, OnTrap: cfg.OnTrap})
+	if err != nil {
+		return nil, err
+	}
+	return startAgent(cfg, eng), nil
+}
+
+// NewNativeAgent starts an agent with no groups on the native Go core
+// (core.Engine), with no WebAssembly at all: the same Agent, callbacks and
+// wire behaviour, for Go programs that do not need the module's sandbox.
+// Swapping it for Runtime.NewAgent is the only change between the two.
+func NewNativeAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
+	if cfg.Transport == nil {
+		return nil, errors.New("host: AgentConfig.Transport is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return startAgent(cfg, &nativeCore{e: core.NewEngine()}), nil
+}
+
+func startAgent(cfg AgentConfig, eng electionCore) *Agent {
+	a := &Agent{cfg: cfg, logger: cfg.Logger, clock: cfg.Clock,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		elections: map[string]*Election{}, eng: eng}
 	if a.clock == nil {
 		a.clock = hostfuncs.NewRealClock()
 	}
@@ -146,15 +168,10 @@ func (r *Runtime) NewAgent(ctx context.Context, cfg AgentConfig) (*Agent, error)
 	if a.cfg.MaxPending <= 0 {
 		a.cfg.MaxPending = 65536
 	}
-	eng, err := r.NewEngine(ctx, EngineConfig{Logger: a.logger, OnTrap: cfg.OnTrap})
-	if err != nil {
-		return nil, err
-	}
-	a.eng = eng
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.pub = newPublisher(a)
 	go a.loop()
-	return a, nil
+	return a
 }
 
 // Join starts an election in cfg.Group with the state this agent persisted

@@ -17,7 +17,8 @@
 //	})
 //
 // then el.Status, el.Resign, el.TransferTo, el.Campaign, el.Leave, and
-// agent.Stats. Transports, the state store and clocks come from package
+// agent.Stats. host.NewNativeAgent(ctx, cfg) in place of rt.NewAgent runs
+// the same agent on the native core, with no runtime and no WebAssembly. Transports, the state store and clocks come from package
 // hostfuncs.
 //
 // # Layers (read in this order)

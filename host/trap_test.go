@@ -122,7 +122,7 @@ func TestTrapMidElection(t *testing.T) {
 			_ = tas[rng.IntN(len(tas))].el.Campaign(ctx)
 		}
 		time.Sleep(time.Duration(rng.IntN(15)) * time.Millisecond)
-		ta.ag.eng.injectTrap()
+		ta.ag.eng.(*Engine).injectTrap()
 		time.Sleep(time.Duration(10+rng.IntN(30)) * time.Millisecond)
 	}
 	leader := waitLeader(t, tas, nil, "")
