@@ -1,7 +1,7 @@
 # electcore — build, test and run targets. `make help` lists them.
 #
 # Variables you can override: GO, TEST_TIMEOUT, TEST_FLAGS, FUZZTIME, BENCHTIME,
-# SOAK_SEEDS, SOAK_NODES.
+# SOAK_SEEDS, SOAK_NODES, MUTANTS_FLAGS.
 
 GO           ?= go
 WASM         := electcore.wasm
@@ -11,10 +11,11 @@ TEST_TIMEOUT ?= 8m
 TEST_FLAGS   ?=
 FUZZTIME     ?= 10s
 BENCHTIME    ?= 1s
-SOAK_SEEDS   ?= 100000
+SOAK_SEEDS   ?= 1000000
 # Empty: the fault mix draws 3..7 nodes per seed.
 SOAK_NODES   ?=
 NODE_DIR     := examples/node
+MUTANTS_FLAGS ?=
 
 # Packages that only build for GOOS=wasip1 (the module itself) are vetted
 # with that GOOS; everything else natively.
@@ -25,7 +26,7 @@ NATIVE_PKGS   = $(shell $(GO) list ./... | grep -v -x -F $(addprefix -e ,$(WASM_
 # Go sources of the wasm module: rebuild electcore.wasm when any changes.
 WASM_SRC := $(shell find core wasm -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod go.sum
 
-.PHONY: all help build wasm check-module test test-go test-node vet demo bench fuzz soak clean
+.PHONY: all help build wasm check-module test test-go test-node vet demo bench fuzz soak mutants clean
 
 all: build wasm
 
@@ -37,7 +38,8 @@ help:
 	@echo "make demo    the guided election demo on an embedded NATS server"
 	@echo "make bench   every Go benchmark once (BENCHTIME=$(BENCHTIME))"
 	@echo "make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME)"
-	@echo "make soak    a long simulation (SOAK_SEEDS=$(SOAK_SEEDS) seeds per mode, fault mix + failover)"
+	@echo "make soak    a long simulation (SOAK_SEEDS=$(SOAK_SEEDS) seeds per mode: fault mix + failover, then the targeted schedule)"
+	@echo "make mutants mutate the core, one known bug at a time, and show the simulator catches each (core/sim/mutants)"
 
 build: $(BIN)
 
@@ -93,9 +95,18 @@ fuzz: wasm
 		done; \
 	done
 
-soak: wasm
-	$(GO) run ./cmd/electhost sim --mode quorum --seeds $(SOAK_SEEDS) $(if $(SOAK_NODES),--nodes $(SOAK_NODES))
-	$(GO) run ./cmd/electhost sim --mode bully --seeds $(SOAK_SEEDS) $(if $(SOAK_NODES),--nodes $(SOAK_NODES))
+# The CI runs core/sim.CISeeds (20,000) seeds of each suite; the soak picks
+# up where it stops.
+soak: build
+	$(BIN) sim --mode quorum --first-seed 20001 --seeds $(SOAK_SEEDS) $(if $(SOAK_NODES),--nodes $(SOAK_NODES))
+	$(BIN) sim --mode bully --first-seed 20001 --seeds $(SOAK_SEEDS) $(if $(SOAK_NODES),--nodes $(SOAK_NODES))
+	$(BIN) sim --mode quorum --scenario faults --targeted --first-seed 20001 --seeds $(SOAK_SEEDS) $(if $(SOAK_NODES),--nodes $(SOAK_NODES))
+	$(BIN) sim --mode bully --scenario faults --targeted --first-seed 20001 --seeds $(SOAK_SEEDS) $(if $(SOAK_NODES),--nodes $(SOAK_NODES))
+
+# Each mutation of the core (core/sim/mutants/main.go) must be caught by the
+# simulator within the CI's seed budget; the unmutated core must pass it.
+mutants:
+	$(GO) run ./core/sim/mutants $(MUTANTS_FLAGS)
 
 clean:
 	rm -rf bin $(WASM)

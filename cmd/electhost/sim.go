@@ -29,6 +29,7 @@ type simOptions struct {
 	noBar     bool
 	adversary bool   // keygen.go's authentication: --adversary
 	auth      string // and --auth
+	targeted  bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -46,6 +47,9 @@ liveness after the faults stop).
 (for violations) and once in the failover scenario (the settled leader is
 crashed repeatedly), which measures failover time and publishes per
 election. Other scenarios: faults, failover, resign, heal.
+
+--targeted adds the targeted adversarial schedule to the fault mix
+(core/sim/targeted.go).
 
 --seed S replays one seed with its full trace printed. A violation makes sim
 exit 1 after printing the seed and the command that replays it.`,
@@ -66,6 +70,7 @@ exit 1 after printing the seed and the command that replays it.`,
 	f.BoolVar(&o.jsonOut, "json", false, "print a JSON report")
 	f.BoolVar(&o.noBar, "no-progress", false, "no progress bar even on a terminal")
 	f.BoolVar(&o.adversary, "adversary", false, "add an attacker that forges, replays and floods messages (core/sim/adversary.go)")
+	f.BoolVar(&o.targeted, "targeted", false, "add the targeted adversarial schedule to the fault mix (core/sim/targeted.go): opposite clock drift, leader cut off with a minority, late votes, crash loops, partial resigns")
 	f.StringVar(&o.auth, "auth", "", "authentication of the simulated swarm: off, hmac or ed25519 (default hmac with --adversary, else off)")
 	return c
 }
@@ -137,6 +142,9 @@ func (o *simOptions) validate() ([]sim.Scenario, error) {
 	default:
 		return nil, usageErrorf("--auth %q: want off, hmac or ed25519", o.auth)
 	}
+	if o.targeted && o.scenario != "all" && o.scenario != "faults" {
+		return nil, usageErrorf("--targeted adds to the fault mix: want --scenario all or faults")
+	}
 	switch o.scenario {
 	case "all":
 		return []sim.Scenario{sim.ScenarioFaults, sim.ScenarioFailover}, nil
@@ -148,7 +156,7 @@ func (o *simOptions) validate() ([]sim.Scenario, error) {
 
 func (o *simOptions) options(sc sim.Scenario) sim.Options {
 	return sim.Options{Mode: core.Mode(o.mode), Scenario: sc, Nodes: o.nodes, Cycles: o.cycles,
-		Adversary: o.adversary, Config: core.Config{Auth: core.AuthMode(o.auth)}}
+		Adversary: o.adversary, Targeted: o.targeted && sc == sim.ScenarioFaults, Config: core.Config{Auth: core.AuthMode(o.auth)}}
 }
 
 // replayCmd is the command line that replays seed.
@@ -165,6 +173,9 @@ func (o *simOptions) replayCmd(seed uint64, sc sim.Scenario) string {
 	}
 	if o.auth != "" {
 		s += " --auth " + o.auth
+	}
+	if o.targeted && sc == sim.ScenarioFaults {
+		s += " --targeted"
 	}
 	return s
 }
@@ -339,9 +350,10 @@ func printTrace(w io.Writer, res *sim.Result) {
 		res.Seed, res.Mode, res.Scenario, res.Nodes, res.HeartbeatMs, res.ElectionTimeoutMs, res.LatencyMs, res.JitterMs, res.BoundMs)
 	if res.Faults != nil {
 		f := res.Faults
-		fmt.Fprintf(w, "faults: loss %.3f dup %.3f outliers %.3f (≤%d ms), %d partitions, %d crashes, %d outages, %d wall jumps, %d commands\n",
-			f.Loss, f.Dup, f.Outlier, f.OutlierMaxMs, f.Partitions, f.Crashes, f.Outages, f.WallJumps, f.Commands)
+		fmt.Fprintf(w, "faults: loss %.3f dup %.3f outliers %.3f (≤%d ms), %d partitions, %d crashes, %d outages, %d wall jumps, %d commands, %d pauses, %d replays, save failures %.3f\n",
+			f.Loss, f.Dup, f.Outlier, f.OutlierMaxMs, f.Partitions, f.Crashes, f.Outages, f.WallJumps, f.Commands, f.Pauses, f.Replays, f.SaveFail)
 	}
+	fmt.Fprintf(w, "hosts: batching windows up to %d ms; clocks: %s\n", res.BatchMs, res.Clocks)
 	fmt.Fprintln(w)
 	if res.Trace != nil {
 		type line struct {

@@ -19,6 +19,10 @@ const (
 	InvLiveness       = "liveness"   // no agreed leader within the bound after the faults
 	InvWire           = "wire"       // the core rejected a payload the core produced
 	InvStepError      = "step-error" // the Stepper failed
+	// InvLeadership: a node acted as a follower or candidate (acked,
+	// granted a vote, campaigned) while its application, told by the events,
+	// still believed it led.
+	InvLeadership = "leadership-events"
 )
 
 // pubMsg is the part of a wire message the checker reads.
@@ -92,7 +96,9 @@ func (w *world) recordVote(n *node, term uint64, cand, how string) {
 
 // checkPublish: every vote a node sends (a granted vote, its own candidacy,
 // the vote a resign implies) is recorded against double votes, and must be
-// covered by the state it persisted before sending (persist-before-send).
+// covered by the state it persisted before sending (persist-before-send);
+// so must the term of every message that speaks in the sender's own term
+// (all but pre-votes and pre-vote requests, which name a term not entered).
 func (w *world) checkPublish(n *node, payload []byte) {
 	if w.Mode != core.ModeQuorum {
 		return // no votes; the receivers report a payload they cannot decode
@@ -101,6 +107,9 @@ func (w *world) checkPublish(n *node, payload []byte) {
 	if !ok {
 		w.violation(InvWire, fmt.Sprintf("%s published an undecodable payload %q", n.id, payload), n.idx)
 		return
+	}
+	if !m.Pre && m.Term > n.persisted.Term {
+		w.violation(InvPersist, fmt.Sprintf("%s sent %s of term %d with persisted term %d", n.id, m.Type, m.Term, n.persisted.Term), n.idx)
 	}
 	var term uint64
 	var cand string
@@ -117,6 +126,24 @@ func (w *world) checkPublish(n *node, payload []byte) {
 	w.recordVote(n, term, cand, m.Type+" sent")
 	if p := n.persisted; p.Term < term || p.Term == term && p.Vote != cand {
 		w.violation(InvPersist, fmt.Sprintf("%s sent %s for %s in term %d with persisted term %d vote %q", n.id, m.Type, cand, term, p.Term, p.Vote), n.idx)
+	}
+}
+
+// checkLeadership runs after a step's events were applied: a node its
+// application believes to lead term T must not have acked anyone, granted a
+// vote or campaigned in a later term in that step (quorum mode). (A leader
+// does answer a stale leader's heartbeat, with an ack of its own term.)
+func (w *world) checkLeadership(n *node, pubs []core.Message) {
+	if w.Mode != core.ModeQuorum || !n.leader {
+		return
+	}
+	for i := range pubs {
+		m, ok := parsePub(pubs[i].Payload)
+		if ok && m.Term > n.leaderTerm && (m.Type == "ack" || m.Type == "vote" && m.Granted && !m.Pre || m.Type == "election" && !m.Pre) {
+			w.violation(InvLeadership, fmt.Sprintf("%s sent %s of term %d while its application was told it leads term %d (no stepped-down)", n.id, m.Type, m.Term, n.leaderTerm), n.idx)
+			w.setLeader(n, false, 0) // reported once; the model follows the engine from here
+			return
+		}
 	}
 }
 

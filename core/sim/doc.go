@@ -16,11 +16,25 @@
 // goroutines inside a run. Each node is a [Stepper] (the native core.Engine by
 // default, or the wasm module through Options.NewStepper) and gets only what a
 // host gives it: Join with its persisted state, Inbound messages, Commands,
-// Now (its own monotonic clock, running at a rate within 1 ± MaxDriftPPM of
-// real time, with a fresh origin at every restart) and Wall (which jumps).
-// The simulator applies each Output as the contract says: persist, then
-// publish to every other node (and sometimes back to the sender, as real
-// buses echo), then events, then a wake-up at WakeAt. Every step's Input and
+// Now (its own monotonic clock) and Wall (which jumps). Each node's clock
+// runs at its own rate within 1 ± MaxDriftPPM of real time (the bound is per
+// clock: two clocks differ by up to twice it), with a random origin at every
+// restart; the rates are drawn per node for the whole run, or per life, or
+// (always in the targeted schedule) half the nodes at +MaxDriftPPM and the
+// others at −MaxDriftPPM for the whole run.
+//
+// Hosts batch: a node steps once per batch, which collects the messages,
+// due timers and commands that arrive during the batching window of its
+// current life (none for a third of the lives, else up to a bound drawn
+// from the seed: 0, 1, 5, 20 ms or the base latency); a paused process
+// steps only when it resumes, with its backlog. Now is read exactly as the
+// contract allows and no more loosely: never earlier than the arrival of
+// any message in the batch (nor the previous read), and half the time at a
+// random instant between the last arrival and the step, so the engine sees
+// a Now older than the step. The simulator applies each Output as the
+// contract says: persist, then publish to every other node (and sometimes
+// back to the sender, as real buses echo), then events, then a wake-up at
+// WakeAt. Every step's Input and
 // msgp-encoded Output can be recorded ([Trace], Options.Record) and replayed
 // against another implementation ([Trace.Replay]); Result.TraceHash is a
 // SHA-256 over all outputs for a quick comparison.
@@ -35,9 +49,24 @@
 // middle of a step (the state is persisted, only a prefix of the publishes is
 // sent, as the persist-before-send contract allows); broker outages (every
 // message dropped); wall-clock jumps; random campaign, resign and transfer
-// commands. How much of each is drawn from the seed, from calm to hostile, as
-// are the swarm size (3–7), priorities (often tied) and timings. Then a quiet
-// phase: the network heals, every node restarts, and liveness is checked.
+// commands; pauses of a node's process (GC, SIGSTOP: of any node or of the
+// leader, for up to 3 election timeouts, its clock and lease running on);
+// replays of real messages arbitrarily long after they were sent (a sample
+// of every publish of the fault phase, however old, to one node or to all).
+// How much of each is drawn from the seed, from calm to hostile, as are the
+// swarm size (3–7), priorities (often tied), timings, the batching windows
+// and the clock model. Then a quiet phase: the network heals, every node
+// restarts, and liveness is checked. FaultMix.SaveFail (not drawn: set it)
+// makes a step's save fail, handled as the Go host does: nothing of that
+// step is sent, its events are applied.
+//
+// Options.Targeted adds the targeted adversarial schedule (targeted.go),
+// which aims faults where the lease and vote rules are thinnest: clocks at
+// opposite extremes of the drift bound, the leader cut off with a minority
+// (quorum−1 nodes) right after a heartbeat, single messages and granted
+// votes held back for 1–3 election timeouts, crash-restart loops, leader
+// pauses, resignations and transfers that reach only some members, and
+// campaign commands.
 //
 // # Invariants
 //
@@ -45,17 +74,25 @@
 //     mode: always. Bully mode: whenever the network was connected, meaning
 //     that from CollectMs·(1+drift) + Dmax before the first of the two
 //     elections until the second, no message was lost (to loss, a partition,
-//     an outage or a node being down) and none took longer than Dmax, the
-//     largest normal delay (latency + jitter). Two bully leaders of one term
-//     in a split network are counted in Result.SplitBrains, not reported.
-//   - Lease exclusivity (quorum): at no real instant do two nodes hold a
-//     lease, a lease being held from the EventBecameLeader or EventLease
-//     that grants it until the node's own clock reaches LeaseUntil, or it
-//     steps down, or it crashes.
+//     an outage or a node being down), none took longer than Dmax, the
+//     largest normal delay (latency + jitter), to arrive, no node was paused
+//     and none was replayed. Two bully leaders of one term in a split
+//     network are counted in Result.SplitBrains, not reported.
+//   - Lease exclusivity (quorum), in global real time: at no real instant do
+//     two nodes hold a lease, a lease being held from the real instant of
+//     the Step whose EventBecameLeader or EventLease grants it until the
+//     real instant the holder's own clock reaches LeaseUntil, or it steps
+//     down, or it crashes (a pause does not end it).
 //   - Terms never decrease in what a node persists, across restarts; a node
 //     never casts two different votes in one term (from its persisted votes,
 //     its granted vote messages, its own candidacies and the vote a resign
-//     implies), and never sends a vote its persisted state does not cover.
+//     implies); persist-before-send: it never sends a vote its persisted
+//     state does not cover, nor any message in its own term (all but
+//     pre-votes and pre-vote requests) beyond its persisted term, and never
+//     reports leading a term it has not persisted.
+//   - Leadership events (quorum): a node whose application was told it
+//     leads term T (and not told it stepped down) never acks, grants a vote
+//     or campaigns in a later term.
 //   - Liveness: once the faults stop (the network is whole, every node is up
 //     and every message sent during the fault phase has arrived), a leader is
 //     elected and known to every node within [LivenessBound], and from then

@@ -169,6 +169,16 @@ func newFaults(w *world) *faults {
 			w.touch(target)
 		})
 	}
+	for range fm.Pauses {
+		s := r.Int64N(F)
+		d := cfg.HeartbeatMs + r.Int64N(3*cfg.ElectionTimeoutMs)
+		nd := w.nodes[r.IntN(n)]
+		ofLeader := r.IntN(3) == 0
+		w.at(s, func() { w.pause(nd, ofLeader, min(s+d, F)) })
+	}
+	for range fm.Replays {
+		w.at(r.Int64N(F), w.replay)
+	}
 	// The end of the fault phase: heal everything, restart every node.
 	w.at(F, func() {
 		w.blocked, w.outage = nil, 0
@@ -187,6 +197,26 @@ func newFaults(w *world) *faults {
 		w.at(f.heal+w.bound+1, func() { f.check(w.now) })
 	})
 	return f
+}
+
+// pause freezes n's process (or, if ofLeader, the leader's, when there is
+// one) until the real time until: it steps then, with its backlog. Its
+// clock runs on, and so does its lease.
+func (w *world) pause(n *node, ofLeader bool, until int64) {
+	if ofLeader {
+		for _, m := range w.nodes {
+			if m.leader && m.up {
+				n = m
+				break
+			}
+		}
+	}
+	if !n.up || until <= w.now {
+		return
+	}
+	n.pausedUntil = max(n.pausedUntil, until)
+	w.res.Pauses++
+	w.markDirty(w.now, until) // what it hears meanwhile is handled late
 }
 
 func (f *faults) elected(*node, uint64) {}

@@ -86,6 +86,18 @@ type Options struct {
 	// Config.Auth = core.AuthOff shows what the adversary does without.
 	// With Config.Auth set, the simulator derives every key from the seed.
 	Adversary bool `json:"adversary,omitempty"`
+	// Targeted adds the targeted adversarial schedule to the fault mix
+	// (targeted.go): clocks at opposite extremes of the drift bound for the
+	// whole run, the leader cut off with a minority right after it speaks,
+	// single messages and votes held back for one to three election
+	// timeouts, crash-restart loops, pauses, and resignations and transfers
+	// that reach only some members.
+	Targeted bool `json:"targeted,omitempty"`
+	// BatchMs bounds the hosts' batching windows: each node life steps after
+	// a window of up to BatchMs (0 for a third of the lives), collecting what
+	// arrives meanwhile. 0 draws it from the seed in the fault mix (none in
+	// the measuring scenarios); -1 for none.
+	BatchMs int64 `json:"batch_ms,omitempty"`
 }
 
 // FaultMix says how hostile the network and the environment are during the
@@ -101,6 +113,9 @@ type FaultMix struct {
 	Outages      int     `json:"outages"`        // broker outages: every message dropped
 	WallJumps    int     `json:"wall_jumps"`     // the wall clock jumps by up to a day either way
 	Commands     int     `json:"commands"`       // random campaign, resign and transfer commands
+	Pauses       int     `json:"pauses"`         // a node's process frozen (GC, SIGSTOP) for up to 3 election timeouts
+	Replays      int     `json:"replays"`        // a real message delivered again, arbitrarily long after it was sent
+	SaveFail     float64 `json:"save_fail"`      // a step's Store.Save fails (the host then sends nothing of that step)
 }
 
 // drawFaults picks a fault mix from the seed: calm seeds (so that bully's
@@ -117,6 +132,8 @@ func drawFaults(r *rand.Rand, et int64) *FaultMix {
 	f.Outages = r.IntN(intensity + 1)
 	f.WallJumps = r.IntN(3)
 	f.Commands = r.IntN(4)
+	f.Pauses = r.IntN(intensity + 1)
+	f.Replays = r.IntN(4*intensity + 1)
 	return f
 }
 
@@ -129,6 +146,7 @@ type setup struct {
 	latency  int64
 	jitter   int64
 	dmax     int64 // the largest normal one-way delay
+	batchMax int64 // the longest batching window
 	faultEnd int64 // real time the fault phase ends (faults scenario)
 	bound    int64 // liveness bound (ms after the heal)
 }
@@ -148,6 +166,9 @@ func (o Options) normalize() (*setup, error) {
 	case ScenarioFaults, ScenarioFailover, ScenarioResign, ScenarioHeal:
 	default:
 		return nil, fmt.Errorf("sim: scenario %q", s.Scenario)
+	}
+	if s.Targeted && s.Scenario != ScenarioFaults {
+		return nil, errors.New("sim: the targeted schedule is part of the fault mix (scenario faults)")
 	}
 	// The seed's own stream for drawing the setup; the run uses others.
 	r := rand.New(rand.NewPCG(s.Seed, 0x5e7a9))
@@ -219,6 +240,12 @@ func (o Options) normalize() (*setup, error) {
 		s.jitter = s.latency / 5
 	}
 	s.dmax = s.latency + s.jitter
+	switch {
+	case s.BatchMs > 0:
+		s.batchMax = s.BatchMs
+	case s.BatchMs == 0 && s.Scenario == ScenarioFaults:
+		s.batchMax = []int64{0, 1, 5, 20, s.latency}[r.IntN(5)]
+	}
 	if s.Cycles <= 0 {
 		s.Cycles = 10
 	}
@@ -237,7 +264,8 @@ func (o Options) normalize() (*setup, error) {
 		}
 		s.faultEnd = s.FaultMs
 	}
-	s.bound = livenessBound(s.Mode, cfg, s.dmax)
+	// A message is handled up to one batching window after it arrives.
+	s.bound = livenessBound(s.Mode, cfg, s.dmax+s.batchMax)
 	if s.NewStepper == nil {
 		s.NewStepper = NewNative
 	}
@@ -258,8 +286,10 @@ func (o Options) normalize() (*setup, error) {
 //     delays: a follower that heard a leader or a better candidate waits
 //     up to 1.625·ET before it campaigns, then collects for CollectMs.
 //
-// Clock drift stretches every local interval by at most 1+drift, which the
-// slack covers.
+// maxDelayMs is the longest normal time from a publish to the step that
+// handles it: the simulator passes latency + jitter + the longest batching
+// window. Clock drift stretches every local interval by at most 1+drift,
+// which the slack covers.
 func LivenessBound(mode core.Mode, cfg core.Config, maxDelayMs int64) int64 {
 	return livenessBound(mode, fill(cfg), maxDelayMs)
 }
@@ -290,3 +320,8 @@ func fill(c core.Config) core.Config {
 	}
 	return c
 }
+
+// CISeeds is how many seeds of each simulation suite (the fault mix and the
+// targeted schedule, in each mode) the CI runs: the budget within which
+// make mutants shows each mutation of the core caught.
+const CISeeds = 20_000

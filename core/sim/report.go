@@ -20,6 +20,8 @@ type Result struct {
 	LatencyMs         int64     `json:"latency_ms"`
 	JitterMs          int64     `json:"jitter_ms"`
 	BoundMs           int64     `json:"bound_ms"` // the liveness bound applied
+	BatchMs           int64     `json:"batch_ms"` // the longest batching window of a host
+	Clocks            string    `json:"clocks"`   // how the clock rates were drawn
 	Faults            *FaultMix `json:"faults,omitempty"`
 
 	VirtualMs  int64 `json:"virtual_ms"` // simulated time
@@ -30,8 +32,13 @@ type Result struct {
 	Duplicated int64 `json:"duplicated"`
 	Outliers   int64 `json:"outliers"`
 	Crashes    int64 `json:"crashes"`
-	Rejected   int64 `json:"rejected"` // EventRejected (stale terms and the like)
-	Elections  int64 `json:"elections"`
+	// Replayed counts real messages delivered again long after they were
+	// sent (FaultMix.Replays); SaveFailures the steps whose save failed.
+	Replayed     int64 `json:"replayed,omitempty"`
+	SaveFailures int64 `json:"save_failures,omitempty"`
+	Pauses       int64 `json:"pauses,omitempty"`
+	Rejected     int64 `json:"rejected"` // EventRejected (stale terms and the like)
+	Elections    int64 `json:"elections"`
 	// ElectionPublishes counts publishes of election, vote, leader and
 	// resign messages (not heartbeats and acks).
 	ElectionPublishes int64 `json:"election_publishes"`

@@ -40,6 +40,7 @@ type evKind uint8
 const (
 	evDeliver evKind = iota
 	evWake
+	evStep // the end of a node's batching window or pause
 	evAction
 )
 
@@ -117,7 +118,20 @@ type node struct {
 	joinPending bool
 	in          []core.Message
 	cmds        []core.Command
-	touched     bool
+	touched     bool // in this instant's list of nodes to step
+
+	// The host's batching: a node steps once per batch, which collects what
+	// arrives (messages, due timers, commands) during the life's batching
+	// window; a paused process (GC, SIGSTOP) steps only when it resumes,
+	// with its whole backlog. Now is read no earlier than the last arrival
+	// (floor) and never before the previous read: sometimes right at the
+	// last arrival, so the engine sees a Now older than the Step.
+	batchMs     int64
+	pausedUntil int64
+	stepPending bool // an evStep is scheduled
+	stepGen     uint64
+	floor       int64 // real time of the latest arrival
+	nowRead     int64 // real time of the last Now read
 	wakeAt      int64 // real time of the scheduled wake; -1 none
 	wakeGen     uint64
 	crashMid    bool // crash after persisting the next step, mid-publish
@@ -157,8 +171,12 @@ type world struct {
 	dirty      []span // intervals with lost or late messages (bully safety)
 	maxDeliver int64
 	echo       bool
+	// A sample of real publishes over the whole run, for replays.
+	replayable []sent
+	published  int64
 
 	wallBase, wallOff int64
+	clocks            clockModel
 
 	// Agreement: every live node knows the same live leader, the only one.
 	live, leaders int
@@ -169,6 +187,7 @@ type world struct {
 	terms map[uint64]leaderAt // quorum/bully: who led each term, and when
 
 	adv   *adversary // Options.Adversary
+	tgt   *targeted  // Options.Targeted
 	res   *Result
 	h     hash.Hash
 	buf   []byte
@@ -207,12 +226,31 @@ func run(o Options) (*Result, error) {
 	if w.flt.IntN(8) == 0 {
 		w.wallBase = 0 // a host without a wall clock
 	}
+	// The measuring scenarios draw a clock per life; the fault mix any model.
+	var fast []int
+	w.clocks = clocksPerLife
+	if s.Scenario == ScenarioFaults {
+		w.clocks = clockModel(w.flt.IntN(3))
+		if s.Targeted {
+			w.clocks = clocksOpposite
+		}
+		// With opposite clocks, half the nodes (at least one) run fast by
+		// the whole drift bound and the others slow by it.
+		fast = w.flt.Perm(s.Nodes)[:max(s.Nodes/2, 1)]
+	}
+	w.res.BatchMs, w.res.Clocks = s.batchMax, w.clocks.String()
 	for i, id := range s.ids {
 		cfg := s.cfg
 		cfg.ID = id
 		cfg.Priority = s.prios[i]
 		s.authKeys(&cfg)
 		n := &node{idx: i, id: id, cfg: cfg, wakeAt: -1, known: -1, votes: map[uint64]string{}}
+		if w.clocks == clocksOpposite {
+			n.rate = 1_000_000 - s.cfg.MaxDriftPPM
+			if slices.Contains(fast, i) {
+				n.rate = 1_000_000 + s.cfg.MaxDriftPPM
+			}
+		}
 		w.nodes = append(w.nodes, n)
 		w.byID[id] = i
 		if w.trace != nil {
@@ -227,6 +265,9 @@ func run(o Options) (*Result, error) {
 	}
 	if s.Adversary {
 		w.adv = newAdversary(w)
+	}
+	if s.Targeted && s.Scenario == ScenarioFaults {
+		w.tgt = newTargeted(w)
 	}
 	defer w.closeAll()
 	if err := w.loop(); err != nil {
@@ -269,6 +310,8 @@ func (w *world) loop() error {
 					n.wakeAt = -1
 					w.touch(n)
 				}
+			case evStep:
+				w.stepDue(w.nodes[ev.node], ev.gen)
 			case evAction:
 				ev.act()
 			}
@@ -295,11 +338,75 @@ func (w *world) at(t int64, act func()) {
 	w.q.push(event{at: t, seq: w.seq, kind: evAction, act: act})
 }
 
+// touch records that something arrived for n now: n steps at the end of
+// this instant, or at the end of its batching window or pause.
 func (w *world) touch(n *node) {
+	n.floor = w.now
+	if n.touched || n.stepPending {
+		return
+	}
+	at := w.now
+	if n.batchMs > 0 {
+		at += w.net.Int64N(n.batchMs + 1)
+	}
+	if at = max(at, n.pausedUntil); at > w.now {
+		w.scheduleStep(n, at)
+		return
+	}
+	n.touched = true
+	w.touched = append(w.touched, n.idx)
+}
+
+func (w *world) scheduleStep(n *node, at int64) {
+	n.stepPending = true
+	n.stepGen++
+	w.seq++
+	w.q.push(event{at: at, seq: w.seq, kind: evStep, node: int32(n.idx), gen: n.stepGen})
+}
+
+// stepDue: n's batching window or pause is over.
+func (w *world) stepDue(n *node, gen uint64) {
+	if !n.up || !n.stepPending || gen != n.stepGen {
+		return
+	}
+	if n.pausedUntil > w.now {
+		w.scheduleStep(n, n.pausedUntil) // paused meanwhile
+		return
+	}
+	n.stepPending = false
 	if !n.touched {
 		n.touched = true
 		w.touched = append(w.touched, n.idx)
 	}
+}
+
+// clockModel says how the nodes' clock rates are drawn. Each clock runs at
+// 1 + d of real time, |d| ≤ MaxDriftPPM: the bound is per clock, so two
+// clocks differ by up to twice it.
+type clockModel uint8
+
+const (
+	clocksPerRun   clockModel = iota // each node draws its rate once, for the whole run
+	clocksPerLife                    // each node draws a new rate at every (re)start
+	clocksOpposite                   // half the nodes at +MaxDriftPPM, the others at −MaxDriftPPM, for the whole run
+)
+
+func (c clockModel) String() string {
+	return [...]string{"a rate per node for the run", "a rate per node life", "half at +drift bound, half at −drift bound, for the run"}[c]
+}
+
+// drawDrift draws a clock's drift in ppm: uniform within the bound, or half
+// the time at one of its extremes.
+func (w *world) drawDrift() int64 {
+	d := w.cfg.MaxDriftPPM
+	ppm := w.flt.Int64N(2*d+1) - d
+	if w.flt.IntN(2) == 0 {
+		ppm = d
+		if w.flt.IntN(2) == 0 {
+			ppm = -d
+		}
+	}
+	return ppm
 }
 
 // local is n's monotonic clock at real time t.
@@ -333,18 +440,17 @@ func (w *world) start(n *node) error {
 	_, n.reuseOut = st.(native)
 	n.st, n.up, n.joinPending = st, true, true
 	n.life++
-	// Every life gets its own clock origin and rate within the drift bound;
-	// half the time at an extreme of it.
-	d := w.cfg.MaxDriftPPM
-	ppm := w.flt.Int64N(2*d+1) - d
-	if w.flt.IntN(2) == 0 {
-		ppm = d
-		if w.flt.IntN(2) == 0 {
-			ppm = -d
-		}
+	// Every life gets its own clock origin; the rate is the node's for the
+	// whole run, or (clocksPerLife) drawn again at every restart.
+	if n.rate == 0 || w.clocks == clocksPerLife {
+		n.rate = 1_000_000 + w.drawDrift()
 	}
-	n.rate = 1_000_000 + ppm
 	n.base = 1000 + w.flt.Int64N(1<<40) - w.now*n.rate/1_000_000 // local(now) ≥ 1000
+	n.nowRead, n.floor, n.pausedUntil = w.now, w.now, 0
+	n.batchMs = 0
+	if w.batchMax > 0 && w.flt.IntN(3) > 0 {
+		n.batchMs = 1 + w.flt.Int64N(w.batchMax)
+	}
 	w.live++
 	w.changed = true
 	w.touch(n)
@@ -363,12 +469,22 @@ func (w *world) crash(n *node) {
 	n.in, n.cmds = n.in[:0], n.cmds[:0]
 	n.wakeGen++
 	n.wakeAt = -1
+	n.stepGen++
+	n.stepPending = false
 	w.setLeader(n, false, 0)
 	w.setKnown(n, -1)
 	n.leaseEnd = 0
 	w.live--
 	w.changed = true
 	w.res.Crashes++
+}
+
+// command hands n a command from its application, if n is up.
+func (w *world) command(n *node, c core.Command) {
+	if n.up {
+		n.cmds = append(n.cmds, c)
+		w.touch(n)
+	}
 }
 
 func (w *world) setLeader(n *node, on bool, term uint64) {
@@ -420,7 +536,15 @@ func (w *world) step(n *node) error {
 	if !n.up {
 		return nil
 	}
-	in := core.Input{Now: n.local(w.now), Wall: w.wall(w.now), Inbound: n.in, Commands: n.cmds}
+	// The host reads Now no earlier than the last arrival of the batch (the
+	// contract), and its clock is monotonic.
+	read := w.now
+	if n.floor < w.now && w.net.IntN(2) == 0 {
+		read = n.floor + w.net.Int64N(w.now-n.floor+1)
+	}
+	read = max(read, n.nowRead)
+	n.nowRead = read
+	in := core.Input{Now: n.local(read), Wall: w.wall(read), Inbound: n.in, Commands: n.cmds}
 	fresh := n.joinPending
 	if n.joinPending {
 		in.Join = []core.GroupSpec{{Config: n.cfg, State: n.persisted}}
@@ -448,13 +572,19 @@ func (w *world) step(n *node) error {
 		w.at(w.now+1, func() { w.start(n) })
 		return nil
 	}
-	// 1. Persist.
-	for _, p := range out.Persist {
-		w.checkPersist(n, p)
-		n.persisted = p
+	// 1. Persist. A failed save is handled as the Go host does today: the
+	// state stays what was saved before, nothing of this step is sent.
+	pubs := out.Publishes
+	if len(out.Persist) > 0 && w.inFaultPhase() && w.Faults.SaveFail > 0 && w.net.Float64() < w.Faults.SaveFail {
+		w.res.SaveFailures++
+		pubs = nil
+	} else {
+		for _, p := range out.Persist {
+			w.checkPersist(n, p)
+			n.persisted = p
+		}
 	}
 	// 2. Publish (a crash in the middle sends only a prefix).
-	pubs := out.Publishes
 	crash := n.crashMid
 	if crash {
 		pubs = pubs[:w.flt.IntN(len(pubs)+1)]
@@ -467,6 +597,7 @@ func (w *world) step(n *node) error {
 	for i := range out.Events {
 		w.onEvent(n, &out.Events[i])
 	}
+	w.checkLeadership(n, pubs)
 	if crash {
 		w.crash(n)
 		return nil
@@ -501,6 +632,20 @@ func (w *world) publish(from *node, payload []byte) {
 		w.adv.observe(from, payload)
 	}
 	faulty := w.inFaultPhase()
+	if faulty && w.tgt != nil {
+		w.tgt.published(from, payload)
+	}
+	if faulty && w.Faults.Replays > 0 {
+		// Reservoir sampling: every publish of the fault phase is equally
+		// likely to be replayed, however old.
+		w.published++
+		c := sent{payload: payload, from: from.idx, at: w.now}
+		if len(w.replayable) < replayPool {
+			w.replayable = append(w.replayable, c)
+		} else if k := w.net.Int64N(w.published); k < replayPool {
+			w.replayable[k] = c
+		}
+	}
 	if faulty && w.outage == 0 && w.Faults.Loss > 0 && w.net.Float64() < w.Faults.Loss/4 {
 		// The broker lost the publish itself.
 		w.res.Dropped += int64(len(w.nodes) - 1)
@@ -515,6 +660,41 @@ func (w *world) publish(from *node, payload []byte) {
 	}
 }
 
+// sent is a publish kept for replaying.
+type sent struct {
+	payload []byte
+	from    int
+	at      int64
+}
+
+const replayPool = 64
+
+// replay delivers a real message again, long after it was sent: to one node,
+// or (a quarter of the time) to every other node.
+func (w *world) replay() {
+	if len(w.replayable) == 0 {
+		return
+	}
+	c := w.replayable[w.flt.IntN(len(w.replayable))]
+	to := []int{w.flt.IntN(len(w.nodes))}
+	if w.flt.IntN(4) == 0 {
+		to = to[:0]
+		for j := range w.nodes {
+			if j != c.from {
+				to = append(to, j)
+			}
+		}
+	}
+	for _, j := range to {
+		at := w.now + w.delay(false)
+		w.res.Replayed++
+		w.markDirty(c.at, at)
+		w.maxDeliver = max(w.maxDeliver, at)
+		w.seq++
+		w.q.push(event{at: at, seq: w.seq, kind: evDeliver, node: int32(j), from: int32(c.from), sentAt: c.at, payload: c.payload})
+	}
+}
+
 func (w *world) inFaultPhase() bool {
 	return w.Scenario == ScenarioFaults && w.now < w.faultEnd
 }
@@ -526,6 +706,15 @@ func (w *world) sendOne(from, to int, payload []byte, faulty bool) {
 		return
 	}
 	copies := 1
+	var extra int64
+	if faulty && w.tgt != nil {
+		var drop bool
+		if drop, extra = w.tgt.tamper(from, to, payload); drop {
+			w.res.Dropped++
+			w.markDirty(w.now, w.now+w.dmax)
+			return
+		}
+	}
 	if faulty {
 		if w.Faults.Loss > 0 && w.net.Float64() < w.Faults.Loss {
 			w.res.Dropped++
@@ -538,7 +727,7 @@ func (w *world) sendOne(from, to int, payload []byte, faulty bool) {
 		}
 	}
 	for range copies {
-		d := w.delay(faulty)
+		d := w.delay(faulty) + extra
 		at := w.now + d
 		if d > w.dmax {
 			w.markDirty(w.now, at)

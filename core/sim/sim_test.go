@@ -6,24 +6,33 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/electcore/electcore/core"
 )
 
-// faultSeeds is how many seeds of the whole fault mix each mode runs: 5,000
-// quorum + 5,000 bully (1,000 each with -short).
+// faultSeeds is how many seeds of the whole fault mix each mode runs:
+// CISeeds (20,000) quorum + 20,000 bully (1,000 each with -short).
 func faultSeeds() int {
 	if testing.Short() {
 		return 1000
 	}
-	return 5000
+	return CISeeds
 }
 
 func runMix(t *testing.T, mode core.Mode, first uint64) *Report {
 	t.Helper()
-	rep, err := RunMany(Options{Mode: mode}, Seeds(first, faultSeeds()), nil)
+	return runSuite(t, Options{Mode: mode}, first)
+}
+
+// runSuite runs faultSeeds() seeds from first with o and reports every
+// violation with the call that replays it.
+func runSuite(t *testing.T, o Options, first uint64) *Report {
+	t.Helper()
+	mode := o.Mode
+	rep, err := RunMany(o, Seeds(first, faultSeeds()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +41,7 @@ func runMix(t *testing.T, mode core.Mode, first uint64) *Report {
 			t.Errorf("... %d violations in all", len(rep.Violations))
 			break
 		}
-		t.Errorf("%s\nreplay: sim.Run(sim.Options{Seed: %d, Mode: %q})\n%s", v, v.Seed, mode, v.Excerpt)
+		t.Errorf("%s\nreplay: sim.Run(sim.Options{Seed: %d, Mode: %q, Targeted: %v})\n%s", v, v.Seed, mode, o.Targeted, v.Excerpt)
 	}
 	t.Logf("%s: %d seeds, %d steps, %.0f virtual hours, %d elections, %d bully split-brain elections in split networks, liveness after the faults %+v",
 		mode, rep.Seeds, rep.Steps, float64(rep.VirtualMs)/3.6e6, rep.Elections, rep.SplitBrains, rep.Liveness)
@@ -55,11 +64,20 @@ func TestFaultMixBully(t *testing.T) {
 	}
 }
 
-// TestFaultsHappen checks that the fault mix really injects what it says.
+// TestTargetedBully: the targeted adversarial schedule (targeted.go) on top
+// of the fault mix, CISeeds seeds.
+func TestTargetedBully(t *testing.T) {
+	t.Parallel()
+	runSuite(t, Options{Mode: core.ModeBully, Targeted: true}, 1)
+}
+
+// TestFaultsHappen checks that the fault mix really injects what it says,
+// and that the hosts really batch: steps handling several messages, and
+// steps whose Now was read before the step, at the batch's last arrival.
 func TestFaultsHappen(t *testing.T) {
-	var dropped, dups, outliers, crashes int64
+	var dropped, dups, outliers, crashes, pauses, replayed, batched, early int64
 	for s := range uint64(40) {
-		res, err := Run(Options{Seed: s + 1})
+		res, err := Run(Options{Seed: s + 1, Record: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,10 +85,30 @@ func TestFaultsHappen(t *testing.T) {
 		dups += res.Duplicated
 		outliers += res.Outliers
 		crashes += res.Crashes
+		pauses += res.Pauses
+		replayed += res.Replayed
+		for _, n := range res.Trace.Nodes {
+			for i := range n.Steps {
+				if len(n.Steps[i].Input.Inbound) > 1 {
+					batched++
+				}
+				// Now ran slower than real time between two steps of one
+				// life by more than the drift allows: it was read early.
+				if i > 0 && !n.Steps[i].Fresh {
+					dNow := n.Steps[i].Input.Now - n.Steps[i-1].Input.Now
+					dReal := n.Steps[i].AtMs - n.Steps[i-1].AtMs
+					if dReal > 20 && dNow*10 < dReal*8 {
+						early++
+					}
+				}
+			}
+		}
 	}
-	if dropped == 0 || dups == 0 || outliers == 0 || crashes == 0 {
-		t.Errorf("40 seeds: dropped %d, duplicated %d, outliers %d, crashes %d: a fault never happens", dropped, dups, outliers, crashes)
+	if dropped == 0 || dups == 0 || outliers == 0 || crashes == 0 || pauses == 0 || replayed == 0 || batched == 0 || early == 0 {
+		t.Errorf("40 seeds: dropped %d, duplicated %d, outliers %d, crashes %d, pauses %d, replayed %d, batched steps %d, early Now reads %d: a fault never happens",
+			dropped, dups, outliers, crashes, pauses, replayed, batched, early)
 	}
+	t.Logf("40 seeds: %d pauses, %d replays, %d batched steps, %d early Now reads", pauses, replayed, batched, early)
 }
 
 // TestDeterministic: the same seed gives a byte-identical trace, twice; the
@@ -183,6 +221,9 @@ func (l *liar) Step(in *core.Input, out *core.Output) error {
 		}
 	case "mute":
 		out.Publishes = out.Publishes[:0] // never says anything
+	case "silent":
+		// Never tells its application that it stopped leading.
+		out.Events = slices.DeleteFunc(out.Events, func(e core.Event) bool { return e.Kind == core.EventSteppedDown })
 	case "fickle":
 		// Grants a vote to anyone asking, in any term, without persisting.
 		for _, m := range in.Inbound {
@@ -213,6 +254,7 @@ func TestCheckerCatchesBrokenEngines(t *testing.T) {
 		{"amnesia", "*", core.ModeQuorum, []string{InvTermDecrease}},
 		{"fickle", "*", core.ModeQuorum, []string{InvDoubleVote, InvPersist}},
 		{"mute", "*", core.ModeQuorum, []string{InvLiveness}},
+		{"silent", "*", core.ModeQuorum, []string{InvLeadership}},
 		{"mute", "*", core.ModeBully, []string{InvLiveness}},
 	}
 	for _, c := range cases {
@@ -221,7 +263,7 @@ func TestCheckerCatchesBrokenEngines(t *testing.T) {
 			var first *Violation
 			var firstOpts Options
 			var firstRes *Result
-			for seed := uint64(1); seed <= 40 && len(found) < len(c.want); seed++ {
+			for seed := uint64(1); seed <= 400 && len(found) < len(c.want); seed++ {
 				o := Options{Seed: seed, Mode: c.mode, NewStepper: func(id string) (Stepper, error) {
 					st, _ := NewNative(id)
 					if c.liarID != "*" && id != c.liarID {

@@ -1,0 +1,241 @@
+// Command mutants shows that the simulator's checker catches real bugs: for
+// each mutation below it builds the simulator against a core with one exact
+// source change (go run -overlay: the repository is never modified, and the
+// production code has no hook for it) and runs the CI's simulation suites,
+// seed by seed, until an invariant breaks. A mutation that survives the
+// whole CI seed budget fails the command, and so does one whose original
+// text is no longer in the core (the list must follow the core).
+//
+//	go run ./core/sim/mutants            # every mutation (make mutants)
+//	go run ./core/sim/mutants -run lease # those whose name matches
+//
+// With -probe it is the child that runs the suites (on the mutated core).
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/core/sim"
+)
+
+// mutation replaces Old by New, exactly once, in core/File.
+type mutation struct {
+	Name, File, Old, New string
+}
+
+var mutations = []mutation{
+	{"vote-refusal-removed", "quorum.go",
+		"\tif g.inLease(now) {\n\t\treturn \"\" // a leader is alive",
+		"\tif false {\n\t\treturn \"\" // a leader is alive"},
+	{"lease-drift-quarter", "config.go",
+		"maxLease := c.ElectionTimeoutMs*(1_000_000-c.MaxDriftPPM)/(1_000_000+c.MaxDriftPPM) - 1",
+		"maxLease := c.ElectionTimeoutMs*(1_000_000-c.MaxDriftPPM/4)/(1_000_000+c.MaxDriftPPM/4) - 1"},
+	{"lease-anchored-at-election", "quorum.go",
+		"g.lease = g.campaignAt + g.cfg.LeaseMs",
+		"g.lease = e.now + g.cfg.LeaseMs"},
+	{"lease-anchored-at-ack", "quorum.go",
+		"g.extendLease(e, h.at)",
+		"g.extendLease(e, e.now)"},
+	{"ack-for-any-seq", "quorum.go",
+		"for s := from; s <= m.Seq; s++ {",
+		"for s := from; s <= g.seq; s++ {"},
+	{"vote-not-persisted", "quorum.go",
+		"\t\tg.vote, g.dirty = m.Candidate, true\n",
+		"\t\tg.vote, g.dirty = m.Candidate, false\n"},
+	{"prevote-granted-in-lease", "quorum.go",
+		"grant := m.Term > g.term && !g.inLease(now)",
+		"grant := m.Term > g.term"},
+}
+
+// suite is one of the CI's simulation runs (core/sim/sim_test.go): the
+// budget is sim.CISeeds seeds of each.
+type suite struct {
+	Name string
+	Opts sim.Options
+}
+
+var suites = []suite{
+	{"quorum targeted", sim.Options{Mode: core.ModeQuorum, Targeted: true}},
+	{"quorum faults", sim.Options{Mode: core.ModeQuorum}},
+	{"bully targeted", sim.Options{Mode: core.ModeBully, Targeted: true}},
+	{"bully faults", sim.Options{Mode: core.ModeBully}},
+}
+
+// caught is the probe's answer.
+type caught struct {
+	Suite     string `json:"suite,omitempty"`
+	Seed      uint64 `json:"seed,omitempty"`
+	SeedsRun  int    `json:"seeds_run"`
+	Invariant string `json:"invariant,omitempty"`
+	Detail    string `json:"detail,omitempty"`
+}
+
+func main() {
+	probe := flag.Bool("probe", false, "run the suites on this build's core and print where an invariant first breaks (JSON)")
+	seeds := flag.Int("seeds", sim.CISeeds, "seeds per suite")
+	first := flag.Uint64("first", 1, "first seed")
+	run := flag.String("run", "", "only the mutations whose name matches this regexp")
+	baseline := flag.Bool("baseline", true, "first check that the unmutated core passes the same seeds")
+	flag.Parse()
+	if *probe {
+		c, err := probeSuites(*first, *seeds)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		json.NewEncoder(os.Stdout).Encode(c)
+		return
+	}
+	if err := mutate(*run, *first, *seeds, *baseline); err != nil {
+		fmt.Fprintln(os.Stderr, "mutants:", err)
+		os.Exit(1)
+	}
+}
+
+// probeSuites runs n seeds from first of each suite, in chunks, and stops at
+// the first violation.
+func probeSuites(first uint64, n int) (caught, error) {
+	const chunk = 500
+	var c caught
+	for _, s := range suites {
+		for done := 0; done < n; done += chunk {
+			k := min(chunk, n-done)
+			rep, err := sim.RunMany(s.Opts, sim.Seeds(first+uint64(done), k), nil)
+			if err != nil {
+				return c, err
+			}
+			c.SeedsRun += k
+			if len(rep.Violations) > 0 {
+				v := rep.Violations[0]
+				for _, x := range rep.Violations {
+					if x.Seed < v.Seed {
+						v = x
+					}
+				}
+				c.Suite, c.Seed, c.Invariant, c.Detail = s.Name, v.Seed, v.Invariant, v.Detail
+				return c, nil
+			}
+		}
+	}
+	return c, nil
+}
+
+func mutate(pattern string, first uint64, seeds int, baseline bool) error {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return err
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "electcore-mutants-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	// The unmutated core first: a checker that fails it proves nothing.
+	var todo []mutation
+	if baseline {
+		todo = append(todo, mutation{Name: "none"})
+	}
+	for _, m := range mutations {
+		if re.MatchString(m.Name) {
+			todo = append(todo, m)
+		}
+	}
+	var survivors []string
+	for _, m := range todo {
+		overlay := ""
+		if m.File != "" {
+			if overlay, err = writeOverlay(root, tmp, m); err != nil {
+				return err
+			}
+		}
+		start := time.Now()
+		c, err := runProbe(root, overlay, first, seeds)
+		if err != nil {
+			return fmt.Errorf("%s: %w", m.Name, err)
+		}
+		took := time.Since(start).Round(100 * time.Millisecond)
+		switch {
+		case m.File == "" && c.Invariant != "":
+			return fmt.Errorf("the unmutated core already breaks %s (%s seed %d: %s): fix it first", c.Invariant, c.Suite, c.Seed, c.Detail)
+		case m.File == "":
+			fmt.Printf("%-28s clean: %d seeds, no violation (%s)\n", "unmutated core", c.SeedsRun, took)
+		case c.Invariant == "":
+			survivors = append(survivors, m.Name)
+			fmt.Printf("%-28s SURVIVED %d seeds (%s)\n", m.Name, c.SeedsRun, took)
+		default:
+			fmt.Printf("%-28s caught: %s seed %d (after %d seeds, %s): %s: %s\n", m.Name, c.Suite, c.Seed, c.SeedsRun, took, c.Invariant, c.Detail)
+		}
+	}
+	if len(survivors) > 0 {
+		return fmt.Errorf("mutations not caught within %d seeds per suite: %s", seeds, strings.Join(survivors, ", "))
+	}
+	return nil
+}
+
+// writeOverlay writes the mutated copy of m.File and the -overlay JSON that
+// puts it in place of the original.
+func writeOverlay(root, tmp string, m mutation) (string, error) {
+	orig := filepath.Join(root, "core", m.File)
+	src, err := os.ReadFile(orig)
+	if err != nil {
+		return "", err
+	}
+	if n := bytes.Count(src, []byte(m.Old)); n != 1 {
+		return "", fmt.Errorf("mutation %s: the text to replace occurs %d times in core/%s (want exactly 1): update the mutation list to the core\n%s", m.Name, n, m.File, m.Old)
+	}
+	mutated := filepath.Join(tmp, m.Name+"-"+m.File)
+	if err := os.WriteFile(mutated, bytes.Replace(src, []byte(m.Old), []byte(m.New), 1), 0o644); err != nil {
+		return "", err
+	}
+	j, _ := json.Marshal(map[string]map[string]string{"Replace": {orig: mutated}})
+	overlay := filepath.Join(tmp, m.Name+".json")
+	return overlay, os.WriteFile(overlay, j, 0o644)
+}
+
+// runProbe builds this command against the (mutated) core and runs its probe.
+func runProbe(root, overlay string, first uint64, seeds int) (caught, error) {
+	args := []string{"run"}
+	if overlay != "" {
+		args = append(args, "-overlay", overlay)
+	}
+	args = append(args, "./core/sim/mutants", "-probe", "-first", fmt.Sprint(first), "-seeds", fmt.Sprint(seeds))
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	var c caught
+	if err != nil {
+		return c, fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
+	}
+	if err := json.Unmarshal(out, &c); err != nil {
+		return c, fmt.Errorf("probe output %q: %w", out, err)
+	}
+	return c, nil
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("not inside the electcore module")
+	}
+	return filepath.Dir(mod), nil
+}

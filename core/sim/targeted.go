@@ -1,0 +1,185 @@
+package sim
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/electcore/electcore/core"
+)
+
+// targeted is the targeted adversarial schedule (Options.Targeted), on top of
+// the fault mix's fault phase. The fault mix draws its faults blindly; this
+// aims them at the moments the lease and the vote rules are thinnest. The
+// clocks are at opposite extremes of the drift bound for the whole run (half
+// the nodes fast, half slow), and every half to one election timeout one of:
+//
+//   - cut the leader off with a minority (quorum−1 nodes in all, itself
+//     included) right after one of its heartbeats went out, so that its
+//     followers acked it and the majority side elects as soon as the vote
+//     rules allow, while the old lease runs on the slowest clock;
+//   - hold back the next message of one kind (vote, ack, heartbeat,
+//     election, resign) from one sender to one recipient for one to three
+//     election timeouts;
+//   - for one election timeout, hold back granted votes for one to three
+//     election timeouts;
+//   - crash and restart a node (the leader, half the time) several times in
+//     a row, each life short;
+//   - make the leader resign or transfer, its resign reaching only some
+//     members;
+//   - pause the leader's process for half to two election timeouts;
+//   - tell a random member to campaign.
+type targeted struct {
+	w *world
+	r *rand.Rand
+
+	cutLeader   bool   // cut the leader off after its next heartbeat
+	holdKind    string // hold back the next message of this kind ...
+	holdFrom    int    // ... from this node (-1: any)
+	holdTo      int    // ... to this node
+	votesUntil  int64  // hold back granted votes sent before this
+	partialFrom int    // this node's next resign reaches only some members (-1: none)
+	partial     bool   // the publish being sent is that resign
+}
+
+func newTargeted(w *world) *targeted {
+	t := &targeted{w: w, r: rand.New(rand.NewPCG(w.Seed, 0x746774)), holdFrom: -1, partialFrom: -1}
+	w.at(w.cfg.ElectionTimeoutMs, t.act)
+	return t
+}
+
+func (t *targeted) act() {
+	w, r, et := t.w, t.r, t.w.cfg.ElectionTimeoutMs
+	if w.now >= w.faultEnd {
+		return
+	}
+	defer w.at(w.now+et/2+r.Int64N(et/2+1), t.act)
+	leader := -1
+	for _, m := range w.nodes {
+		if m.leader && m.up {
+			leader = m.idx
+			break
+		}
+	}
+	switch r.IntN(8) {
+	case 0, 1:
+		t.cutLeader = true
+	case 2:
+		t.holdKind = []string{"vote", "ack", "heartbeat", "election", "resign"}[r.IntN(5)]
+		t.holdFrom, t.holdTo = r.IntN(len(w.nodes)), r.IntN(len(w.nodes))
+		if r.IntN(2) == 0 {
+			t.holdFrom = -1
+		}
+	case 3:
+		t.votesUntil = w.now + et
+	case 4:
+		n := r.IntN(len(w.nodes))
+		if leader >= 0 && r.IntN(2) == 0 {
+			n = leader
+		}
+		t.crashLoop(w.nodes[n], 2+r.IntN(4))
+	case 5:
+		if leader < 0 {
+			return
+		}
+		c := core.Command{Kind: core.CmdResign, Group: "g"}
+		if r.IntN(2) == 0 {
+			c = core.Command{Kind: core.CmdTransfer, Group: "g", Target: w.nodes[r.IntN(len(w.nodes))].id}
+		}
+		t.partialFrom = leader
+		w.command(w.nodes[leader], c)
+	case 6:
+		if leader >= 0 {
+			w.pause(w.nodes[leader], false, min(w.now+et/2+r.Int64N(3*et/2+1), w.faultEnd))
+		}
+	case 7:
+		w.command(w.nodes[r.IntN(len(w.nodes))], core.Command{Kind: core.CmdCampaign, Group: "g"})
+	}
+}
+
+// crashLoop crashes n, restarts it after up to three delays, and does so
+// again k−1 times, each life lasting up to one election timeout.
+func (t *targeted) crashLoop(n *node, k int) {
+	w := t.w
+	if k == 0 || w.now >= w.faultEnd {
+		return
+	}
+	w.crash(n)
+	back := min(w.now+1+t.r.Int64N(3*w.latency+1), w.faultEnd)
+	w.at(back, func() {
+		w.start(n)
+		w.at(min(w.now+1+t.r.Int64N(w.cfg.ElectionTimeoutMs), w.faultEnd), func() { t.crashLoop(n, k-1) })
+	})
+}
+
+// published sees every publish of the fault phase before it is sent.
+func (t *targeted) published(from *node, payload []byte) {
+	w := t.w
+	k := msgKind(payload)
+	t.partial = k == "resign" && from.idx == t.partialFrom
+	if t.partial {
+		t.partialFrom = -1
+	}
+	if !t.cutLeader || !from.leader || k != "heartbeat" && k != "leader" {
+		return
+	}
+	t.cutLeader = false
+	// The minority: the leader and quorum−2 others; cut off both ways a
+	// moment after the heartbeat left, before or after it arrived.
+	minority := []int{from.idx}
+	for _, j := range t.r.Perm(len(w.nodes)) {
+		if len(minority) >= len(w.nodes)/2 { // quorum − 1
+			break
+		}
+		if j != from.idx {
+			minority = append(minority, j)
+		}
+	}
+	var rest []int
+	for j := range w.nodes {
+		if !slices.Contains(minority, j) {
+			rest = append(rest, j)
+		}
+	}
+	et := w.cfg.ElectionTimeoutMs
+	s := w.now + t.r.Int64N(2*w.dmax+1)
+	e := min(s+et+t.r.Int64N(2*et+1), w.faultEnd-1)
+	if s >= e {
+		return
+	}
+	w.at(s, func() { w.block(minority, rest, 1); w.block(rest, minority, 1) })
+	w.at(e, func() { w.block(minority, rest, -1); w.block(rest, minority, -1) })
+}
+
+// tamper decides the fate of one delivery of the fault phase: dropped (a
+// partial resign), or held back for extra ms.
+func (t *targeted) tamper(from, to int, payload []byte) (drop bool, extra int64) {
+	w := t.w
+	k := msgKind(payload)
+	et := w.cfg.ElectionTimeoutMs
+	late := func() int64 { return et + t.r.Int64N(2*et+1) }
+	switch {
+	case t.partial:
+		return t.r.IntN(2) == 0, 0
+	case t.holdKind != "" && k == t.holdKind && (t.holdFrom < 0 || t.holdFrom == from) && to == t.holdTo:
+		t.holdKind = ""
+		return false, late()
+	case k == "vote" && w.now < t.votesUntil && bytes.Contains(payload, []byte(`"granted":true`)) &&
+		!bytes.Contains(payload, []byte(`"pre":true`)) && t.r.IntN(2) == 0:
+		return false, late()
+	}
+	return false, 0
+}
+
+// msgKind is a payload's "type" (the core writes it first), or "".
+func msgKind(p []byte) string {
+	const pre = `{"type":"`
+	if !bytes.HasPrefix(p, []byte(pre)) {
+		return ""
+	}
+	p = p[len(pre):]
+	if i := bytes.IndexByte(p, '"'); i > 0 {
+		return string(p[:i])
+	}
+	return ""
+}
