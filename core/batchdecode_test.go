@@ -1,0 +1,167 @@
+package core
+
+import (
+	"bytes"
+	"testing"
+)
+
+// decodeReference is what DecodeInput must equal: CheckBatch, then the
+// generated decoder on a zero Input.
+func decodeReference(b []byte) (Input, error) {
+	var in Input
+	if err := CheckBatch(b); err != nil {
+		return in, err
+	}
+	_, err := in.UnmarshalMsg(b)
+	return in, err
+}
+
+func decodeInputSeeds(tb testing.TB) [][]byte {
+	hb := []byte(`{"type":"heartbeat","leader":"a","term":1,"from":"a","group":"g","seq":1}`)
+	inputs := []Input{
+		{},
+		{Now: 3, Inbound: Messages{{Topic: Topic("g"), Payload: hb}}},
+		{Now: -1, Wall: 1 << 40, Inbound: Messages{{Topic: Topic("g"), Payload: hb}, {Topic: Topic("h"), Payload: nil}}},
+		{Now: 1, Join: Joins{{Config: Config{ID: "b", Group: "g", Members: []string{"a", "b"}}}}},
+		{Now: 7, Commands: Commands{{Kind: CmdResign, Group: "g"}}},
+		{Now: 1 << 62, Inbound: Messages{{Topic: string(make([]byte, 300)), Payload: make([]byte, 70000)}}},
+		{Now: 4, Inbound: Messages{{Topic: "stalE", Payload: hb}, {Topic: "stale", Payload: hb}}}, // as long as the reused topic
+	}
+	var seeds [][]byte
+	for _, in := range inputs {
+		b, err := in.MarshalMsg(nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		seeds = append(seeds, b)
+	}
+	seeds = append(seeds,
+		[]byte{0x81, 0xa3, 'n', 'o', 'w', 0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0},                       // now: uint64 beyond int64
+		[]byte{0x81, 0xa3, 'n', 'o', 'w', 0xd1, 0xff, 0x85},                                      // now: int16 −123
+		[]byte{0x82, 0xa3, 'n', 'o', 'w', 0x01, 0xa3, 'n', 'o', 'w', 0x02},                       // duplicate key
+		[]byte{0x81, 0xa2, 'i', 'n', 0x91, 0x81, 0xa1, 't', 0xa1, 'x'},                           // message without p
+		[]byte{0x81, 0xa2, 'i', 'n', 0x91, 0x82, 0xa1, 't', 0xc4, 0x01, 'x', 0xa1, 'p', 0xc4, 0}, // topic as bin
+		[]byte{0x81, 0xa2, 'i', 'n', 0xdd, 0xff, 0xff, 0xff, 0xff},                               // huge count, truncated
+		[]byte{0x81, 0xa3, 'n', 'o', 'w', 0x01, 0x00},                                            // trailing byte
+		[]byte{0x81, 0xa1, 'x', 0x91, 0x91, 0x91, 0xc0},                                          // unknown key
+	)
+	return seeds
+}
+
+// FuzzDecodeInput: DecodeInput accepts exactly what the reference does and
+// yields the same Input (compared by its encoding), whatever a reused Input
+// held before.
+func FuzzDecodeInput(f *testing.F) {
+	for _, s := range decodeInputSeeds(f) {
+		f.Add(s)
+	}
+	var reused Input
+	// A previous batch in the reused Input: a message at index 0 that a
+	// batch omitting "t" or "p" must not inherit.
+	prev, _ := (&Input{Now: 9, Wall: 9, Inbound: Messages{{Topic: "stale", Payload: []byte("stale")}}, Commands: Commands{{Kind: CmdLeave, Group: "stale"}}}).MarshalMsg(nil)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := DecodeInput(prev, &reused); err != nil {
+			t.Fatal(err)
+		}
+		want, wantErr := decodeReference(b)
+		gotErr := DecodeInput(b, &reused)
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("% x: DecodeInput error %v, reference %v", b, gotErr, wantErr)
+		}
+		if gotErr != nil {
+			return
+		}
+		we, err1 := want.MarshalMsg(nil)
+		ge, err2 := reused.MarshalMsg(nil)
+		if err1 != nil || err2 != nil || !bytes.Equal(we, ge) {
+			t.Fatalf("% x: DecodeInput gave %+v, reference %+v", b, reused, want)
+		}
+	})
+}
+
+// TestDecodeInputCommonPath: the batches the hosts send every tick take the
+// fast path, allocate nothing in steady state, and give the reference Input.
+func TestDecodeInputCommonPath(t *testing.T) {
+	hb := []byte(`{"type":"heartbeat","leader":"a","term":1,"from":"a","group":"g","seq":1}`)
+	for _, in := range []Input{
+		{Now: 3},
+		{Now: 3, Wall: 1_700_000_000_000, Inbound: Messages{{Topic: Topic("g"), Payload: hb}}},
+		{Now: 1 << 40, Inbound: Messages{{Topic: Topic("g"), Payload: hb}, {Topic: Topic("h"), Payload: make([]byte, 300)}}},
+	} {
+		b, err := in.MarshalMsg(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Input
+		if !decodeCommon(b, &got) {
+			t.Fatalf("%+v: not decoded by the fast path", in)
+		}
+		want, err := decodeReference(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ge, _ := got.MarshalMsg(nil)
+		we, _ := want.MarshalMsg(nil)
+		if !bytes.Equal(ge, we) {
+			t.Fatalf("fast path %+v, reference %+v", got, want)
+		}
+		if allocs := testing.AllocsPerRun(100, func() {
+			if err := DecodeInput(b, &got); err != nil {
+				t.Fatal(err)
+			}
+		}); allocs != 0 {
+			t.Fatalf("%+v: %v allocations per decode, want 0", in, allocs)
+		}
+	}
+}
+
+// TestDecodeInputReusedTopics: a reused Input's topics are reused only when
+// equal.
+func TestDecodeInputReusedTopics(t *testing.T) {
+	var in Input
+	for _, topics := range [][]string{{"election:g", "election:h"}, {"election:g", "election:g"}, {"election:x", "election:h"}, {"election:g"}} {
+		var batch Input
+		for _, tp := range topics {
+			batch.Inbound = append(batch.Inbound, Message{Topic: tp, Payload: []byte("{}")})
+		}
+		b, _ := batch.MarshalMsg(nil)
+		if err := DecodeInput(b, &in); err != nil {
+			t.Fatal(err)
+		}
+		if len(in.Inbound) != len(topics) {
+			t.Fatalf("%d messages, want %d", len(in.Inbound), len(topics))
+		}
+		for k, tp := range topics {
+			if in.Inbound[k].Topic != tp {
+				t.Fatalf("message %d: topic %q, want %q", k, in.Inbound[k].Topic, tp)
+			}
+		}
+	}
+}
+
+// BenchmarkDecodeInput: the heartbeat batch through DecodeInput and through
+// CheckBatch + the generated decoder (what the module ran before).
+func BenchmarkDecodeInput(b *testing.B) {
+	hb := []byte(`{"type":"heartbeat","leader":"a","term":1,"from":"a","group":"g","seq":1}`)
+	enc, _ := (&Input{Now: 3, Inbound: Messages{{Topic: Topic("g"), Payload: hb}}}).MarshalMsg(nil)
+	b.Run("impl=DecodeInput", func(b *testing.B) {
+		var in Input
+		for b.Loop() {
+			if err := DecodeInput(enc, &in); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("impl=CheckBatch+UnmarshalMsg", func(b *testing.B) {
+		var in Input
+		for b.Loop() {
+			if err := CheckBatch(enc); err != nil {
+				b.Fatal(err)
+			}
+			in = Input{Join: in.Join[:0], Inbound: in.Inbound[:0], Commands: in.Commands[:0]}
+			if _, err := in.UnmarshalMsg(enc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
