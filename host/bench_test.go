@@ -2,14 +2,21 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/electcore/electcore/core"
+	"github.com/tinylib/msgp/msgp"
 )
 
 // benchBatch builds a realistic batch for member "b" of a 5-member quorum
@@ -57,11 +64,7 @@ func (m *msgpStepper) Step(in *core.Input, out *core.Output) error {
 }
 
 func (m *msgpStepper) stepBytes() {
-	if err := core.CheckBatch(m.inb); err != nil {
-		panic(err)
-	}
-	m.in = core.Input{Join: m.in.Join[:0], Inbound: m.in.Inbound[:0], Commands: m.in.Commands[:0]}
-	if _, err := m.in.UnmarshalMsg(m.inb); err != nil {
+	if err := core.DecodeInput(m.inb, &m.in); err != nil {
 		panic(err)
 	}
 	m.out.Reset()
@@ -91,34 +94,169 @@ func benchStep(b *testing.B, st interface {
 	}
 }
 
-// BenchmarkStep: the same batches through the native core (Step alone;
-// native-msgp: the module's work, i.e. msgp-decode the Input, Step,
-// msgp-encode the Output) and the module (every call under its deadline).
-// The wasm figures also include the host's encoding of the Input and
-// decoding of the Output, so their ratio to native-msgp is conservative.
+// BenchmarkStep: the same batches through every way of running the core,
+// side by side in one run:
+//
+//   - native: core.Engine.Step alone;
+//   - native-msgp: the module's work done natively (decode the msgp Input,
+//     Step, encode the Output), what the wasm figures are compared against;
+//   - wasm: the module on wazero through the raw ABI (Instance.Step, every
+//     call under its deadline);
+//   - extism-go: the same module through the Extism Go SDK's Plugin.Call;
+//   - wasm-baseline: with $ELECTCORE_WASM_BASELINE naming another build of
+//     the module, that build, like wasm (before/after comparisons of a
+//     module change in one run: benchstat -col /impl);
+//   - node-raw, node-extism: the same module in Node (node:wasi with the raw
+//     ABI; the Extism JS SDK), timed by examples/node/bench/step.mjs, which
+//     first checks that Node returns the Go host's bytes.
+//
+// The wasm, extism-go and node figures include their host's encoding of the
+// Input and (Go hosts) decoding of the Output, so their ratios to
+// native-msgp are conservative.
 func BenchmarkStep(b *testing.B) {
 	for _, batch := range []string{"heartbeat", "empty"} {
-		for _, impl := range []string{"native", "native-msgp", "wasm"} {
+		empty := batch == "empty"
+		impls := []string{"native", "native-msgp", "wasm", "extism-go", "node-raw", "node-extism"}
+		if os.Getenv("ELECTCORE_WASM_BASELINE") != "" {
+			impls = slices.Insert(impls, 2, "wasm-baseline")
+		}
+		for _, impl := range impls {
 			b.Run("batch="+batch+"/impl="+impl, func(b *testing.B) {
-				if impl == "native-msgp" {
-					benchModuleWork(b, batch == "empty")
-					return
-				}
 				var st interface {
 					Step(*core.Input, *core.Output) error
-				} = nativeStepper{core.NewEngine()}
-				if impl != "native" {
-					inst, err := testRuntime(b).NewInstance(context.Background())
+				}
+				switch impl {
+				case "native":
+					st = nativeStepper{core.NewEngine()}
+				case "native-msgp":
+					benchModuleWork(b, empty)
+					return
+				case "wasm", "wasm-baseline":
+					rt := testRuntime(b)
+					if impl == "wasm-baseline" {
+						rt = baselineRuntime(b)
+					}
+					inst, err := rt.NewInstance(context.Background())
 					if err != nil {
 						b.Fatal(err)
 					}
 					defer inst.Close(context.Background())
 					st = inst
+				case "extism-go":
+					p := newExtismPlugin(b)
+					defer p.Close(context.Background())
+					st = extismStepper{p}
+				default:
+					benchNode(b, strings.TrimPrefix(impl, "node-"), empty)
+					return
 				}
-				benchStep(b, st, batch == "empty")
+				benchStep(b, st, empty)
 			})
 		}
 	}
+}
+
+var (
+	baselineOnce sync.Once
+	baselineRT   *Runtime
+	baselineErr  error
+)
+
+// baselineRuntime runs $ELECTCORE_WASM_BASELINE (compiled once).
+func baselineRuntime(tb testing.TB) *Runtime {
+	baselineOnce.Do(func() {
+		baselineRT, baselineErr = NewRuntime(context.Background(), RuntimeConfig{WasmPath: os.Getenv("ELECTCORE_WASM_BASELINE"), CacheDir: testCacheDir(), Logger: quietLogger()})
+	})
+	if baselineErr != nil {
+		tb.Fatal(baselineErr)
+	}
+	return baselineRT
+}
+
+// recordingStepper keeps the msgp encoding of every Input it is given.
+type recordingStepper struct{ ins [][]byte }
+
+func (r *recordingStepper) Step(in *core.Input, out *core.Output) error {
+	b, err := in.MarshalMsg(nil)
+	r.ins = append(r.ins, b)
+	return err
+}
+
+// benchNode runs benchStep's batches in Node (engine raw or extism): it
+// writes the setup batches, the 50 loop batches and the Go host's outputs
+// for them, and reports the per-step time examples/node/bench/step.mjs
+// measures (one Node process per call; b.N steps, 200 for the first probe).
+func benchNode(b *testing.B, engine string, empty bool) {
+	nodeDir, err := filepath.Abs("../examples/node")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		b.Skip("node not found")
+	}
+	if _, err := os.Stat(filepath.Join(nodeDir, "node_modules")); err != nil {
+		b.Skip("examples/node has no node_modules: run npm ci there")
+	}
+	rec := &recordingStepper{}
+	in := benchSetup(b, rec)
+	if empty {
+		in.Inbound = nil
+	}
+	var loop [][]byte
+	for k := range 50 {
+		in.Now = 3 + int64(k)
+		enc, err := in.MarshalMsg(nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		loop = append(loop, enc)
+	}
+	inst, err := testRuntime(b).NewInstance(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer inst.Close(context.Background())
+	var want [][]byte
+	for k, batch := range append(slices.Clone(rec.ins), loop...) {
+		out, err := inst.StepBytes(batch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if k >= len(rec.ins) {
+			want = append(want, out)
+		}
+	}
+	frames := msgp.AppendArrayHeader(nil, 3)
+	for _, list := range [][][]byte{rec.ins, loop, want} {
+		frames = msgp.AppendArrayHeader(frames, uint32(len(list)))
+		for _, f := range list {
+			frames = msgp.AppendBytes(frames, f)
+		}
+	}
+	path := filepath.Join(b.TempDir(), "frames.msgp")
+	if err := os.WriteFile(path, frames, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	steps := b.N
+	if steps == 1 {
+		steps = 200
+	}
+	cmd := exec.Command("node", "bench/step.mjs", engine, path, strconv.Itoa(steps))
+	cmd.Dir = nodeDir
+	cmd.Env = append(os.Environ(), "ELECTCORE_WASM="+testWasm)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("node bench/step.mjs %s: %v: %s", engine, err, stderr.String())
+	}
+	var res struct {
+		NsPerStep float64 `json:"ns_per_step"`
+	}
+	if err := json.Unmarshal(stdout, &res); err != nil || res.NsPerStep <= 0 {
+		b.Fatalf("node bench/step.mjs %s printed %q: %v", engine, stdout, err)
+	}
+	b.ReportMetric(res.NsPerStep, "ns/op")
 }
 
 // benchModuleWork times msgpStepper.stepBytes on pre-encoded batches.
@@ -141,18 +279,59 @@ func benchModuleWork(b *testing.B, empty bool) {
 	}
 }
 
-// BenchmarkExtismCall: the same heartbeat batch through the Extism Go SDK.
-func BenchmarkExtismCall(b *testing.B) {
-	p := newExtismPlugin(b)
-	defer p.Close(context.Background())
-	st := extismStepper{p}
-	in := benchSetup(b, st)
-	buf, _ := in.MarshalMsg(nil)
-	b.ReportAllocs()
-	for b.Loop() {
-		if rc, _, err := p.Call("step", buf); err != nil || rc != 0 {
-			b.Fatal(rc, err)
-		}
+// BenchmarkStepRatio measures the module's cost against the same work done
+// natively, in one run: blocks of 64 steps alternate between the module
+// (Instance.Step, BenchmarkStep's wasm) and the native core doing the
+// module's work (BenchmarkStep's native-msgp), so both sides see the same
+// load on a shared machine. One op is one step on each side; it reports each
+// side's ns/step and x-native-msgp, the wasm step's multiple of the native
+// one (the target is ≤ 8 for the heartbeat).
+func BenchmarkStepRatio(b *testing.B) {
+	for _, batch := range []string{"heartbeat", "empty"} {
+		b.Run("batch="+batch, func(b *testing.B) {
+			native := &msgpStepper{e: core.NewEngine()}
+			nin := benchSetup(b, native)
+			inst, err := testRuntime(b).NewInstance(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer inst.Close(context.Background())
+			win := benchSetup(b, inst)
+			if batch == "empty" {
+				nin.Inbound, win.Inbound = nil, nil
+			}
+			encs := make([][]byte, 50)
+			for k := range encs {
+				nin.Now = 3 + int64(k)
+				encs[k], _ = nin.MarshalMsg(nil)
+			}
+			var out core.Output
+			var tNative, tWasm time.Duration
+			const block = 64
+			b.ResetTimer()
+			for n := 0; n < b.N; {
+				k := min(block, b.N-n)
+				t0 := time.Now()
+				for j := n; j < n+k; j++ {
+					native.inb = encs[j%len(encs)]
+					native.stepBytes()
+				}
+				t1 := time.Now()
+				for j := n; j < n+k; j++ {
+					win.Now = 3 + int64(j%len(encs)) // the same batches
+					out.Reset()
+					if err := inst.Step(win, &out); err != nil {
+						b.Fatal(err)
+					}
+				}
+				tWasm += time.Since(t1)
+				tNative += t1.Sub(t0)
+				n += k
+			}
+			b.ReportMetric(float64(tNative.Nanoseconds())/float64(b.N), "native-msgp-ns/step")
+			b.ReportMetric(float64(tWasm.Nanoseconds())/float64(b.N), "wasm-ns/step")
+			b.ReportMetric(float64(tWasm)/float64(tNative), "x-native-msgp")
+		})
 	}
 }
 

@@ -246,11 +246,8 @@ func (i *Instance) StepBytes(in []byte) ([]byte, error) {
 }
 
 func (i *Instance) stepRaw(op string, f api.Function, in []byte) ([]byte, error) {
-	if len(in) <= core.MaxBatchBytes { // (larger: refused by write)
-		if err := core.CheckBatch(in); err != nil { // refused before it crosses into the module
-			return nil, &ModuleError{Op: op, Code: CodeDecode, Msg: err.Error()}
-		}
-	}
+	// The module checks the batch (core.DecodeInput); checking it here too
+	// cost a second walk of every batch.
 	if err := i.write(op, in); err != nil {
 		return nil, err
 	}

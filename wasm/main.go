@@ -102,11 +102,9 @@ func stepBytes(b []byte) error {
 	if len(b) > core.MaxBatchBytes {
 		return fail(errTooLarge, "input batch of %d bytes exceeds %d", len(b), core.MaxBatchBytes)
 	}
-	if err := core.CheckBatch(b); err != nil { // before the recursive decoder sees it
-		return fail(errDecode, "decode input: %v", err)
-	}
-	in = core.Input{Join: in.Join[:0], Inbound: in.Inbound[:0], Commands: in.Commands[:0]}
-	if _, err := in.UnmarshalMsg(b); err != nil {
+	// (DecodeInput checks nesting before any recursive decoder sees b; the
+	// payloads it decodes alias b, which stays put until the step is done.)
+	if err := core.DecodeInput(b, &in); err != nil {
 		return fail(errDecode, "decode input: %v", err)
 	}
 	out.Reset()
@@ -143,11 +141,8 @@ func joinBytes(b []byte) error {
 	if len(b) > core.MaxBatchBytes {
 		return fail(errTooLarge, "input of %d bytes exceeds %d", len(b), core.MaxBatchBytes)
 	}
-	if err := core.CheckBatch(b); err != nil {
-		return fail(errDecode, "decode join input: %v", err)
-	}
 	var j core.Input
-	if _, err := j.UnmarshalMsg(b); err != nil {
+	if err := core.DecodeInput(b, &j); err != nil {
 		return fail(errDecode, "decode join input: %v", err)
 	}
 	if len(j.Join) != 1 || len(j.Inbound) != 0 || len(j.Commands) != 0 {
