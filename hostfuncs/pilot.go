@@ -119,12 +119,14 @@ type PilotTransport struct {
 	pubs    []*brokerPub  // one per Hosts entry
 	brokers []*brokerStat // by name: Hosts then SubscribeHosts, each once
 
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
-	mu     sync.Mutex
-	closed bool
-	subs   map[*pilotSub]struct{} // for Loopback
-	wg     sync.WaitGroup
+	ctx     context.Context // cancelled by Close
+	cancel  context.CancelFunc
+	pending atomic.Int64  // queued or in-flight (message, broker) publishes
+	drained chan struct{} // signalled when pending drops to 0
+	mu      sync.Mutex
+	closed  bool
+	subs    map[*pilotSub]struct{} // for Loopback
+	wg      sync.WaitGroup
 }
 
 var _ Transport = (*PilotTransport)(nil)
@@ -205,12 +207,13 @@ func NewPilotTransport(opts PilotOptions) (*PilotTransport, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &PilotTransport{
-		bin:    bin,
-		opts:   opts,
-		logger: logger.With("transport", "pilot"),
-		ctx:    ctx,
-		cancel: cancel,
-		subs:   map[*pilotSub]struct{}{},
+		bin:     bin,
+		opts:    opts,
+		logger:  logger.With("transport", "pilot"),
+		ctx:     ctx,
+		cancel:  cancel,
+		subs:    map[*pilotSub]struct{}{},
+		drained: make(chan struct{}, 1),
 	}
 	for _, h := range opts.Hosts {
 		b := t.broker(h)
@@ -397,13 +400,30 @@ func (p *brokerPub) drop(j *pubJob, why string) {
 	j.result <- fmt.Errorf("pilotctl publish %s: %s: %w", p.stat.name, why, ErrBackoff)
 }
 
+// finish gives a queued job its result for this broker.
+func (p *brokerPub) finish(j *pubJob, err error) {
+	j.result <- err
+	if p.t.pending.Add(-1) == 0 {
+		select {
+		case p.t.drained <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// dropQueued drops a job that was queued.
+func (p *brokerPub) dropQueued(j *pubJob, why string) {
+	p.stat.dropped.Add(1)
+	p.finish(j, fmt.Errorf("pilotctl publish %s: %s: %w", p.stat.name, why, ErrBackoff))
+}
+
 func (p *brokerPub) enqueue(j *pubJob) {
 	p.mu.Lock()
 	if p.failures > 0 {
 		if p.probing || time.Now().Before(p.retryAt) {
-			last := p.lastErr
+			failures, last := p.failures, p.lastErr
 			p.mu.Unlock()
-			p.drop(j, fmt.Sprintf("skipped while backing off after %d failure(s), the last: %v", p.failures, last))
+			p.drop(j, fmt.Sprintf("skipped while backing off after %d failure(s), the last: %v", failures, last))
 			return
 		}
 		p.probing = true
@@ -412,10 +432,11 @@ func (p *brokerPub) enqueue(j *pubJob) {
 	if len(p.q) >= p.t.opts.PublishQueue {
 		old, p.q = p.q[0], p.q[1:]
 	}
+	p.t.pending.Add(1)
 	p.q = append(p.q, j)
 	p.mu.Unlock()
 	if old != nil {
-		p.drop(old, "queue full, oldest message dropped")
+		p.dropQueued(old, "queue full, oldest message dropped")
 	}
 	select {
 	case p.wake <- struct{}{}:
@@ -451,14 +472,14 @@ func (p *brokerPub) work() {
 		}
 		for j := p.pop(); j != nil; j = p.pop() {
 			if time.Since(j.queued) > p.t.opts.PublishTimeout {
-				p.drop(j, "waited longer than the publish deadline")
+				p.dropQueued(j, "waited longer than the publish deadline")
 				p.settle(nil, true)
 				continue
 			}
 			start := time.Now()
 			err := p.t.publishOne(p.stat.name, j.topic, j.payload)
 			if errors.Is(err, ErrClosed) {
-				j.result <- err
+				p.finish(j, err)
 				return
 			}
 			if err == nil {
@@ -468,7 +489,7 @@ func (p *brokerPub) work() {
 				p.stat.publishErrors.Add(1)
 			}
 			p.settle(err, false)
-			j.result <- err
+			p.finish(j, err)
 		}
 	}
 }
@@ -503,7 +524,7 @@ func (p *brokerPub) settle(err error, skipped bool) {
 	p.mu.Unlock()
 	p.t.logger.Warn("pilot publish failed; backing off this broker", "host", p.stat.name, "err", err, "failures", failures, "backoff", wait.Round(time.Millisecond))
 	for _, j := range queued {
-		p.drop(j, "broker failed while the message waited")
+		p.dropQueued(j, "broker failed while the message waited")
 	}
 }
 
@@ -793,14 +814,40 @@ func (t *PilotTransport) BrokerStats() []PilotBrokerStats {
 	return out
 }
 
-// Close kills every pilotctl process of this transport and waits for its
-// goroutines. Idempotent.
+// Close refuses new publishes, lets the queued and running ones finish
+// (at most PublishTimeout + 0.5 s: a resign published just before Close must
+// reach every broker, not only the first that accepted it), then kills
+// every pilotctl process of this transport and waits for its goroutines.
+// Idempotent.
 func (t *PilotTransport) Close() error {
 	t.mu.Lock()
+	already := t.closed
 	t.closed = true
 	t.mu.Unlock()
+	if !already {
+		// The deadline, plus time to kill and reap a process that hit it.
+		timer := time.NewTimer(t.opts.PublishTimeout + 500*time.Millisecond)
+		for t.pending.Load() > 0 {
+			select {
+			case <-t.drained:
+				continue
+			case <-timer.C:
+			}
+			break
+		}
+		timer.Stop()
+	}
 	t.cancel()
 	t.wg.Wait()
+	for _, p := range t.pubs { // what the stopped workers left
+		p.mu.Lock()
+		q := p.q
+		p.q = nil
+		p.mu.Unlock()
+		for _, j := range q {
+			p.finish(j, ErrClosed)
+		}
+	}
 	return nil
 }
 

@@ -493,3 +493,23 @@ func TestPilotCancelStopsProcesses(t *testing.T) {
 		t.Fatalf("a cancelled subscription is not a gap: %+v", s)
 	}
 }
+
+// Close lets a publish still running on a slower broker finish (up to its
+// deadline) instead of killing it: a resign published just before Close
+// must reach every broker, not only the first that accepted it.
+func TestPilotCloseLetsPublishesFinish(t *testing.T) {
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a", "k"}, KillHang: 20 * time.Second})
+	d.KillBroker("k")
+	tr := newPilot(t, d, PilotOptions{Hosts: []string{"a", "k"}, PublishTimeout: 400 * time.Millisecond})
+	if err := tr.Publish(context.Background(), "t", []byte("resign")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	tr.Close()
+	if took := time.Since(start); took < 200*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("Close took %v: it should wait for k's publish to reach its 400 ms deadline", took)
+	}
+	if k := tr.BrokerStats()[1]; k.PublishErrors != 1 {
+		t.Fatalf("k's publish was not run to its deadline: %+v", k)
+	}
+}
