@@ -105,7 +105,7 @@ type Agent struct {
 	closing   bool
 
 	// owned by the loop goroutine
-	gate   core.PersistGate // persist-before-send across batches
+	driver core.Driver // applies each Output in the core's order
 	out    core.Output
 	wakeAt int64
 }
@@ -413,10 +413,13 @@ func (a *Agent) apply(out *core.Output, in *core.Input, reqs []*request) {
 	}
 	a.mu.Unlock()
 
-	// 1. Persist, durably, before anything that rests on it is sent: a
-	// group whose state could not be saved publishes nothing, in this batch
-	// or a later one, until a save succeeds (the gate offers it again).
-	held, err := a.gate.Apply(out, func(p core.GroupState) error {
+	// The core's order — persist, publish, events — is core.Driver's: a
+	// group whose state could not be saved publishes nothing (now or in a
+	// later batch) until a save succeeds, and a leadership the same Output
+	// revokes never starts OnStartedLeading.
+	refused := map[uint64]string{} // by request id
+	d := &a.driver
+	d.Save = func(p core.GroupState) error {
 		el := els[p.Group]
 		if el == nil {
 			return nil // left in this batch: nothing more is sent for it
@@ -426,64 +429,57 @@ func (a *Agent) apply(out *core.Output, in *core.Input, reqs []*request) {
 			err = a.store.Save(StateName(el.cfg.ID, p.Group), b)
 		}
 		return err
-	})
+	}
+	d.Publish = func(m core.Message) { a.pub.enqueue(m) }
+	d.Event = func(ev core.Event) { a.event(els[ev.Group], ev, refused) }
+	held, err := d.Apply(out)
 	if err != nil {
 		a.c.persistErrs.Add(1)
 		a.logger.Error("persisting election state failed; the group's messages are held until a save succeeds", "err", err)
 	}
 	a.c.held.Add(uint64(held))
-	// 2. Publish (in order, by the publisher goroutine).
-	a.pub.enqueue(out.Publishes)
-	// 3. Events. A leadership the same Output revokes (became-leader, then
-	// stepped-down) never starts OnStartedLeading.
-	lastStepDown := map[string]int{}
-	for i, ev := range out.Events {
-		if ev.Kind == core.EventSteppedDown {
-			lastStepDown[ev.Group] = i
-		}
-	}
-	refused := map[uint64]string{} // by request id
-	for i, ev := range out.Events {
-		el := els[ev.Group]
-		switch ev.Kind {
-		case core.EventRejected:
-			a.c.rejected.Add(1)
-			if ev.Request != 0 {
-				refused[ev.Request] = ev.Reason
-			}
-			a.logger.Debug("input rejected", "group", ev.Group, "reason", ev.Reason)
-		case core.EventLeaderChanged:
-			if el != nil {
-				el.newLeader(ev.Leader, ev.Term)
-			}
-		case core.EventBecameLeader:
-			if j, ok := lastStepDown[ev.Group]; el != nil && (!ok || j < i) {
-				el.becameLeader(ev.Term, ev.LeaseUntil)
-			}
-		case core.EventLease:
-			if el != nil {
-				el.lease(ev.Term, ev.LeaseUntil)
-			}
-		case core.EventSteppedDown:
-			if el != nil {
-				el.steppedDown(ev.Term, ev.Reason)
-			}
-		case core.EventLeft:
-			if el != nil {
-				el.leave("left the group")
-			}
-		case core.EventDuplicateID:
-			a.c.dups.Add(1)
-			a.logger.Error("duplicate agent id", "group", ev.Group, "reason", ev.Reason)
-			if el != nil && el.cb.OnDuplicateID != nil {
-				f, reason := el.cb.OnDuplicateID, ev.Reason
-				el.disp.do(func() { f(reason) })
-			}
-		}
-	}
 	// 4. Answer the requests of this batch.
 	for _, r := range reqs {
 		r.done <- requestResult(r, refused)
+	}
+}
+
+// event delivers one event to its election (el: nil if it left).
+func (a *Agent) event(el *Election, ev core.Event, refused map[uint64]string) {
+	switch ev.Kind {
+	case core.EventRejected:
+		a.c.rejected.Add(1)
+		if ev.Request != 0 {
+			refused[ev.Request] = ev.Reason
+		}
+		a.logger.Debug("input rejected", "group", ev.Group, "reason", ev.Reason)
+	case core.EventLeaderChanged:
+		if el != nil {
+			el.newLeader(ev.Leader, ev.Term)
+		}
+	case core.EventBecameLeader:
+		if el != nil {
+			el.becameLeader(ev.Term, ev.LeaseUntil)
+		}
+	case core.EventLease:
+		if el != nil {
+			el.lease(ev.Term, ev.LeaseUntil)
+		}
+	case core.EventSteppedDown:
+		if el != nil {
+			el.steppedDown(ev.Term, ev.Reason)
+		}
+	case core.EventLeft:
+		if el != nil {
+			el.leave("left the group")
+		}
+	case core.EventDuplicateID:
+		a.c.dups.Add(1)
+		a.logger.Error("duplicate agent id", "group", ev.Group, "reason", ev.Reason)
+		if el != nil && el.cb.OnDuplicateID != nil {
+			f, reason := el.cb.OnDuplicateID, ev.Reason
+			el.disp.do(func() { f(reason) })
+		}
 	}
 }
 
@@ -769,12 +765,9 @@ func newPublisher(a *Agent) *publisher {
 	return p
 }
 
-func (p *publisher) enqueue(ms []core.Message) {
-	if len(ms) == 0 {
-		return
-	}
+func (p *publisher) enqueue(m core.Message) {
 	p.mu.Lock()
-	p.q = append(p.q, ms...)
+	p.q = append(p.q, m)
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:

@@ -41,8 +41,33 @@ func saddr(s string) uint32 {
 
 var (
 	stateBuf, eventBuf []byte
-	gate               core.PersistGate
+	driver             = core.Driver{Save: hdSave, Publish: hdPublish, Event: hdEvent}
 )
+
+func hdSave(p core.GroupState) error {
+	var err error
+	if stateBuf, err = p.MarshalMsg(stateBuf[:0]); err != nil {
+		return err
+	}
+	rc := hostPersist(saddr(p.Group), uint32(len(p.Group)), addr(stateBuf), uint32(len(stateBuf)))
+	runtime.KeepAlive(p.Group)
+	if rc != 0 {
+		return fmt.Errorf("persist %q failed (%d)", p.Group, rc)
+	}
+	return nil
+}
+
+func hdPublish(m core.Message) {
+	if rc := hostPublish(saddr(m.Topic), uint32(len(m.Topic)), addr(m.Payload), uint32(len(m.Payload))); rc != 0 {
+		hdLog(2, "publish on "+m.Topic+" failed")
+	}
+	runtime.KeepAlive(m)
+}
+
+func hdEvent(ev core.Event) {
+	eventBuf = appendEvent(eventBuf[:0], &ev)
+	hostEvent(addr(eventBuf), uint32(len(eventBuf)))
+}
 
 // hdRun steps the engine with in (Now read from the host) and applies the
 // output through the imports. It returns the delay (ms) until hd_tick is due,
@@ -57,34 +82,13 @@ func hdRun(fill func() error) int64 {
 		in.Now = hostNow()
 		out.Reset()
 		engine.Step(&in, &out)
-		// A group whose state the host could not persist publishes nothing,
-		// now or later, until persist() succeeds (the gate offers it again
-		// on every call); its events are still delivered.
-		held, perr := gate.Apply(&out, func(p core.GroupState) error {
-			var err error
-			stateBuf, err = p.MarshalMsg(stateBuf[:0])
-			if err != nil {
-				return err
-			}
-			rc := hostPersist(saddr(p.Group), uint32(len(p.Group)), addr(stateBuf), uint32(len(stateBuf)))
-			runtime.KeepAlive(p.Group)
-			if rc != 0 {
-				return fmt.Errorf("persist %q failed (%d)", p.Group, rc)
-			}
-			return nil
-		})
+		// core.Driver applies the output in the core's order: a group whose
+		// state persist() could not save publishes nothing, now or later,
+		// until it succeeds (offered again on every call); a leadership the
+		// same output revokes is never reported.
+		held, perr := driver.Apply(&out)
 		if perr != nil {
 			hdLog(3, fmt.Sprintf("%v: %d publishes held until persist() succeeds", perr, held))
-		}
-		for _, m := range out.Publishes {
-			if rc := hostPublish(saddr(m.Topic), uint32(len(m.Topic)), addr(m.Payload), uint32(len(m.Payload))); rc != 0 {
-				hdLog(2, "publish on "+m.Topic+" failed")
-			}
-			runtime.KeepAlive(m)
-		}
-		for _, ev := range out.Events {
-			eventBuf = appendEvent(eventBuf[:0], &ev)
-			hostEvent(addr(eventBuf), uint32(len(eventBuf)))
 		}
 		delay = noTimer
 		if out.WakeAt > 0 {
