@@ -35,7 +35,7 @@
 //     WithMemoryCapacityFromMax) and every call has a deadline (CallTimeout),
 //     enforced through fuel the module is instrumented with at load: every
 //     10,000 loop iterations a call checks its deadline in a host function
-//     (interrupt.go: ≈ 3–5 % of a step, where wazero's
+//     (internal/fuel: ≈ 3–5 % of a step, where wazero's
 //     WithCloseOnContextDone cost ~7×).
 //   - instance.go: [Instance], one module instance driven through the raw
 //     ABI (wasm/ABI.md): Step, Join, Status, Reset. Calls are serialised. A

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/fuel"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 )
@@ -94,7 +95,7 @@ type Instance struct {
 	stderr  *capBuffer
 	dead    error // the trap that killed this instance
 	hd      atomic.Pointer[HostFuncs]
-	fuel    api.MutableGlobal     // the instrumentation's fuel global (interrupt.go)
+	fuel    api.MutableGlobal     // the instrumentation's fuel global (internal/fuel)
 	fired   atomic.Pointer[error] // why the instance was interrupted
 	calls   uint64                // calls started
 	// The call the last check saw, and when it saw it first.
@@ -115,7 +116,7 @@ func (r *Runtime) NewInstance(ctx context.Context) (*Instance, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host: instantiating %s: %w%s", r.describe(), err, i.stderr.suffix())
 	}
-	fuel, ok := mod.ExportedGlobal(fuelExport).(api.MutableGlobal)
+	fuel, ok := mod.ExportedGlobal(fuel.Export).(api.MutableGlobal)
 	if !ok {
 		mod.Close(ctx)
 		return nil, fmt.Errorf("host: instantiating %s: no fuel global", r.describe())
@@ -153,8 +154,8 @@ func (i *Instance) call(op string, f api.Function, args ...uint64) (uint64, erro
 	return i.stack[0], nil
 }
 
-// check runs, on the calling goroutine, every fuelPerCheck loop iterations
-// of a call (interrupt.go): it traps the call if it was interrupted or has
+// check runs, on the calling goroutine, every fuel.PerCheck loop iterations
+// of a call (internal/fuel): it traps the call if it was interrupted or has
 // run longer than the deadline. A call's first check starts its clock (the
 // iterations before it take well under a millisecond), so calls pay no
 // clock reads.

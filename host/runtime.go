@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/electcore/electcore/internal/fuel"
 	"github.com/electcore/electcore/internal/module"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -53,7 +54,7 @@ type RuntimeConfig struct {
 	// CallTimeout is the deadline of every call into the module (0:
 	// DefaultCallTimeout). A call that overruns it is stopped where it is
 	// (within a few hundred µs) and its instance closed, like a trap. The
-	// module is instrumented at load to make that cheap (interrupt.go).
+	// module is instrumented at load to make that cheap (internal/fuel).
 	CallTimeout time.Duration
 	// Logger receives the runtime's and its instances' logs (nil:
 	// slog.Default()).
@@ -179,7 +180,7 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 			return nil, err
 		}
 	}
-	wasmBytes, err := instrument(wasmBytes)
+	wasmBytes, err := fuel.Instrument(wasmBytes)
 	if err != nil {
 		return nil, fmt.Errorf("host: %s: %w", r.describe(), err)
 	}
@@ -282,8 +283,8 @@ func (r *Runtime) importFunc(mod, name string) api.GoModuleFunction {
 	case "electcore":
 		r.hd = true
 		return hostDrivenImport(name)
-	case checkModule:
-		if name == checkName {
+	case fuel.CheckModule:
+		if name == fuel.CheckName {
 			return api.GoModuleFunc(func(ctx context.Context, _ api.Module, _ []uint64) {
 				if i, ok := ctx.Value(instanceKey{}).(*Instance); ok {
 					i.check()

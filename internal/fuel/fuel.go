@@ -1,4 +1,7 @@
-package host
+// Package fuel instruments a WebAssembly module so that every call into it
+// can be stopped: the host gets deadlines without wazero's
+// WithCloseOnContextDone. Start with Instrument.
+package fuel
 
 import (
 	"errors"
@@ -12,15 +15,15 @@ import (
 // start a goroutine per call to watch the context: ~7× the cost of a step.
 // Instead the module is instrumented once at load (like wasmtime's fuel):
 //
-//   - a new mutable i32 global, the fuel (exported as fuelExport), is
+//   - a new mutable i32 global, the fuel (exported as Export), is
 //     decremented at the top of every loop;
 //   - when it reaches 0 the loop calls a new imported host function,
-//     checkImport (Instance.check), and refills it with fuelPerCheck.
+//     CheckModule.CheckName, and refills it with PerCheck.
 //
-// The check traps the call (a Go panic, which wazero returns as an error)
-// once it has run longer than CallTimeout, or at once after
-// Instance.interrupt (which also sets the fuel to 1). A loop-free call ends on
-// its own, so every call is stopped. The host call every fuelPerCheck
+// The host's check traps the call (a Go panic, which wazero returns as an
+// error) once it has run past its deadline, or at once after the host sets
+// the fuel to 1 to interrupt it. A loop-free call ends on
+// its own, so every call is stopped. The host call every PerCheck
 // iterations matters as much as the test: Go cannot preempt a goroutine that
 // is running wasm code, so without it a long call would hold up the garbage
 // collector's stop-the-world — and a runaway one, the whole process, forever
@@ -29,17 +32,17 @@ import (
 // global decrement and a branch.
 
 const (
-	// fuelExport names the fuel global the instrumentation adds.
-	fuelExport = "electcore.host.fuel"
-	// checkModule and checkName name the host function it imports.
-	checkModule = "electcore:host"
-	checkName   = "check"
-	// fuelPerCheck is the number of loop iterations between checks.
-	fuelPerCheck = 10_000
+	// Export names the fuel global the instrumentation adds.
+	Export = "electcore.host.fuel"
+	// CheckModule and CheckName name the host function it imports.
+	CheckModule = "electcore:host"
+	CheckName   = "check"
+	// PerCheck is the number of loop iterations between checks.
+	PerCheck = 10_000
 )
 
-// errInstrument reports a module the instrumentation cannot read.
-var errInstrument = errors.New("cannot instrument the module")
+// ErrInstrument reports a module the instrumentation cannot read.
+var ErrInstrument = errors.New("cannot instrument the module")
 
 // section is one section of a module.
 type section struct {
@@ -47,12 +50,12 @@ type section struct {
 	body []byte
 }
 
-// instrument returns a copy of the module m with the fuel global, the check
+// Instrument returns a copy of the module m with the fuel global, the check
 // import (appended to the imports: every defined function's index moves up
 // by one) and the fuel test at the top of every loop.
-func instrument(m []byte) ([]byte, error) {
+func Instrument(m []byte) ([]byte, error) {
 	if len(m) < 8 || string(m[:4]) != "\x00asm" || string(m[4:8]) != "\x01\x00\x00\x00" {
-		return nil, fmt.Errorf("%w: not a WebAssembly 1 binary", errInstrument)
+		return nil, fmt.Errorf("%w: not a WebAssembly 1 binary", ErrInstrument)
 	}
 	var secs []section
 	r := reader{b: m, i: 8}
@@ -60,7 +63,7 @@ func instrument(m []byte) ([]byte, error) {
 		id := r.byte()
 		size := r.u32()
 		if r.err != nil || uint64(r.i)+uint64(size) > uint64(len(m)) {
-			return nil, fmt.Errorf("%w: truncated section", errInstrument)
+			return nil, fmt.Errorf("%w: truncated section", ErrInstrument)
 		}
 		secs = append(secs, section{id, m[r.i : r.i+int(size)]})
 		r.i += int(size)
@@ -75,7 +78,7 @@ func instrument(m []byte) ([]byte, error) {
 	}
 	ti, ii, gi, ei, ci := find(1), find(2), find(6), find(7), find(10)
 	if ti < 0 || ii < 0 || gi < 0 || ei < 0 || ci < 0 {
-		return nil, fmt.Errorf("%w: want type, import, global, export and code sections", errInstrument)
+		return nil, fmt.Errorf("%w: want type, import, global, export and code sections", ErrInstrument)
 	}
 	var in instrumenter
 	var err error
@@ -88,16 +91,16 @@ func instrument(m []byte) ([]byte, error) {
 	if in.funcImports, in.globalImports, err = countImports(secs[ii].body); err != nil {
 		return nil, err
 	}
-	imp := appendName(nil, checkModule)
-	imp = appendName(imp, checkName)
+	imp := appendName(nil, CheckModule)
+	imp = appendName(imp, CheckName)
 	imp = append(imp, 0x00)
 	imp = appendU32(imp, in.checkType)
 	if secs[ii].body, _, err = appendToVec(secs[ii].body, imp); err != nil {
 		return nil, err
 	}
 	in.check = in.funcImports
-	// Globals: add the fuel (mutable i32 = fuelPerCheck).
-	g := append([]byte{0x7f, 0x01, 0x41}, appendS32(nil, fuelPerCheck)...)
+	// Globals: add the fuel (mutable i32 = PerCheck).
+	g := append([]byte{0x7f, 0x01, 0x41}, appendS32(nil, PerCheck)...)
 	var n uint32
 	if secs[gi].body, n, err = appendToVec(secs[gi].body, append(g, 0x0b)); err != nil {
 		return nil, err
@@ -121,7 +124,7 @@ func instrument(m []byte) ([]byte, error) {
 			rs := reader{b: body}
 			f := rs.u32()
 			if rs.err != nil {
-				return nil, fmt.Errorf("%w: start section", errInstrument)
+				return nil, fmt.Errorf("%w: start section", ErrInstrument)
 			}
 			body = appendU32(nil, in.shift(f))
 		case 9:
@@ -186,7 +189,7 @@ func appendToVec(body, entry []byte) ([]byte, uint32, error) {
 	r := reader{b: body}
 	n := r.u32()
 	if r.err != nil {
-		return nil, 0, fmt.Errorf("%w: bad vector", errInstrument)
+		return nil, 0, fmt.Errorf("%w: bad vector", ErrInstrument)
 	}
 	out := appendU32(nil, n+1)
 	out = append(out, body[r.i:]...)
@@ -215,11 +218,11 @@ func countImports(body []byte) (funcs, globals uint32, err error) {
 			r.byte()
 			r.u32()
 		default:
-			return 0, 0, fmt.Errorf("%w: unknown import kind", errInstrument)
+			return 0, 0, fmt.Errorf("%w: unknown import kind", ErrInstrument)
 		}
 	}
 	if r.err != nil {
-		return 0, 0, fmt.Errorf("%w: import section", errInstrument)
+		return 0, 0, fmt.Errorf("%w: import section", ErrInstrument)
 	}
 	return funcs, globals, nil
 }
@@ -237,13 +240,13 @@ func checkConstExprs(body []byte) error {
 				break
 			}
 			if op == 0xd2 {
-				return fmt.Errorf("%w: ref.func in a global's initial value", errInstrument)
+				return fmt.Errorf("%w: ref.func in a global's initial value", ErrInstrument)
 			}
 			r.immediates(op)
 		}
 	}
 	if r.err != nil {
-		return fmt.Errorf("%w: global section: %v", errInstrument, r.err)
+		return fmt.Errorf("%w: global section: %v", ErrInstrument, r.err)
 	}
 	return nil
 }
@@ -265,9 +268,9 @@ func (in *instrumenter) exports(body []byte) ([]byte, error) {
 		out = appendU32(out, idx)
 	}
 	if r.err != nil {
-		return nil, fmt.Errorf("%w: export section", errInstrument)
+		return nil, fmt.Errorf("%w: export section", ErrInstrument)
 	}
-	out = appendName(out, fuelExport)
+	out = appendName(out, Export)
 	out = append(out, 0x03)
 	return appendU32(out, in.fuel), nil
 }
@@ -281,7 +284,7 @@ func (in *instrumenter) elements(body []byte) ([]byte, error) {
 		start := r.i
 		flags := r.u32()
 		if flags > 7 {
-			return nil, fmt.Errorf("%w: element segment kind %d", errInstrument, flags)
+			return nil, fmt.Errorf("%w: element segment kind %d", ErrInstrument, flags)
 		}
 		if flags&3 == 2 { // explicit table index
 			r.u32()
@@ -323,7 +326,7 @@ func (in *instrumenter) elements(body []byte) ([]byte, error) {
 		}
 	}
 	if r.err != nil {
-		return nil, fmt.Errorf("%w: element section: %v", errInstrument, r.err)
+		return nil, fmt.Errorf("%w: element section: %v", ErrInstrument, r.err)
 	}
 	return out, nil
 }
@@ -333,7 +336,7 @@ func (in *instrumenter) elements(body []byte) ([]byte, error) {
 //
 //	global.get fuel; i32.const 1; i32.sub; global.set fuel
 //	global.get fuel; i32.const 0; i32.le_s
-//	if; call check; i32.const fuelPerCheck; global.set fuel; end
+//	if; call check; i32.const PerCheck; global.set fuel; end
 func (in *instrumenter) code(body []byte) ([]byte, error) {
 	fuel := appendU32(nil, in.fuel)
 	var test []byte
@@ -341,7 +344,7 @@ func (in *instrumenter) code(body []byte) ([]byte, error) {
 	test = append(append(append(test, 0x24), fuel...), 0x23)
 	test = append(append(test, fuel...), 0x41, 0x00, 0x4c, 0x04, 0x40, 0x10)
 	test = append(appendU32(test, in.check), 0x41)
-	test = append(appendS32(test, fuelPerCheck), 0x24)
+	test = append(appendS32(test, PerCheck), 0x24)
 	test = append(append(test, fuel...), 0x0b)
 
 	r := reader{b: body}
@@ -351,7 +354,7 @@ func (in *instrumenter) code(body []byte) ([]byte, error) {
 	for k := uint32(0); k < n; k++ {
 		size := int(r.u32())
 		if r.err != nil || r.i+size > len(body) {
-			return nil, fmt.Errorf("%w: function %d truncated", errInstrument, k)
+			return nil, fmt.Errorf("%w: function %d truncated", ErrInstrument, k)
 		}
 		f := reader{b: body[r.i : r.i+size]}
 		r.i += size
@@ -381,14 +384,14 @@ func (in *instrumenter) code(body []byte) ([]byte, error) {
 			}
 		}
 		if f.err != nil {
-			return nil, fmt.Errorf("%w: function %d: %v", errInstrument, k, f.err)
+			return nil, fmt.Errorf("%w: function %d: %v", ErrInstrument, k, f.err)
 		}
 		fn = append(fn, f.b[last:]...)
 		out = appendU32(out, uint32(len(fn)))
 		out = append(out, fn...)
 	}
 	if r.err != nil || r.i != len(body) {
-		return nil, fmt.Errorf("%w: code section", errInstrument)
+		return nil, fmt.Errorf("%w: code section", ErrInstrument)
 	}
 	return out, nil
 }
