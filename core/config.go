@@ -162,6 +162,11 @@ func (c Config) Validate() error {
 	return err
 }
 
+// WithDefaults returns c validated, with every zero field that has a
+// default filled in: what Engine.Join will run with. Hosts and CLIs use it
+// instead of restating the timing rules.
+func (c Config) WithDefaults() (Config, error) { return c.normalize() }
+
 // normalize validates c and fills in the defaults.
 func (c Config) normalize() (Config, error) {
 	if err := checkName("id", c.ID); err != nil {

@@ -167,13 +167,16 @@ func deriveTiming(mode core.Mode, hb, et, lease, grace time.Duration, withCmd bo
 		return timing{}, usageErrorf("durations must not be negative")
 	}
 	t := timing{heartbeatMs: hb.Milliseconds()}
-	t.electionTimeoutMs = et.Milliseconds()
-	if et == 0 {
-		t.electionTimeoutMs = max(core.DefaultElectionTimeoutMs, 3*t.heartbeatMs)
+	// The timing rules (defaults, at least 3 heartbeats per election
+	// timeout, the lease bound) are core's: ask it.
+	c, err := core.Config{ID: "x", Group: "x", Mode: core.ModeBully, HeartbeatMs: t.heartbeatMs, ElectionTimeoutMs: et.Milliseconds()}.WithDefaults()
+	if err != nil {
+		if et > 0 && et.Milliseconds() < 3*t.heartbeatMs {
+			return t, usageErrorf("--election-timeout %v must be at least 3×--heartbeat (%v)", et, 3*hb)
+		}
+		return t, usageErrorf("--heartbeat %v: %v", hb, err)
 	}
-	if t.electionTimeoutMs < 3*t.heartbeatMs {
-		return t, usageErrorf("--election-timeout %v must be at least 3×--heartbeat (%v)", time.Duration(t.electionTimeoutMs)*time.Millisecond, 3*hb)
-	}
+	t.electionTimeoutMs = c.ElectionTimeoutMs
 	etd := time.Duration(t.electionTimeoutMs) * time.Millisecond
 	maxLease := time.Duration(core.MaxLeaseMs(t.electionTimeoutMs, core.DefaultMaxDriftPPM)) * time.Millisecond
 	t.grace = grace
@@ -200,8 +203,8 @@ func deriveTiming(mode core.Mode, hb, et, lease, grace time.Duration, withCmd bo
 			return t, usageErrorf("--lease %v + --grace %v + 50ms exceed the safe lease %v: the command could outlive the lease", lease, grace, maxLease)
 		}
 	}
-	if lease < hb {
-		return t, usageErrorf("--grace %v leaves a lease of %v, shorter than --heartbeat %v: lower --grace or raise --election-timeout", t.grace, lease, hb)
+	if lease < 2*hb {
+		return t, usageErrorf("--grace %v leaves a lease of %v, shorter than two heartbeats (2×%v): lower --grace or raise --election-timeout", t.grace, lease, hb)
 	}
 	t.leaseMs = lease.Milliseconds()
 	return t, nil

@@ -30,7 +30,7 @@ func TestDeriveTiming(t *testing.T) {
 		{name: "lease given", mode: core.ModeQuorum, hb: 100 * ms, et: 600 * ms, lease: 200 * ms, cmd: true, wantLease: 200, wantGrace: 337 * ms},
 		{name: "both given, fit", mode: core.ModeQuorum, hb: 100 * ms, et: 600 * ms, lease: 200 * ms, grace: 300 * ms, cmd: true, wantLease: 200, wantGrace: 300 * ms},
 		{name: "both given, too long", mode: core.ModeQuorum, hb: 100 * ms, et: 600 * ms, lease: 300 * ms, grace: 300 * ms, cmd: true, wantErr: "exceed the safe lease"},
-		{name: "grace leaves lease below heartbeat", mode: core.ModeQuorum, hb: 100 * ms, et: 600 * ms, grace: 450 * ms, cmd: true, wantErr: "shorter than --heartbeat"},
+		{name: "grace leaves lease below heartbeat", mode: core.ModeQuorum, hb: 100 * ms, et: 600 * ms, grace: 450 * ms, cmd: true, wantErr: "shorter than two heartbeats"},
 		{name: "lease leaves no grace", mode: core.ModeQuorum, hb: 100 * ms, et: 600 * ms, lease: 587 * ms, cmd: true, wantErr: "leaves no time"},
 		{name: "bully keeps no lease", mode: core.ModeBully, hb: 100 * ms, et: 600 * ms, cmd: true, wantLease: 0, wantGrace: 150 * ms},
 		{name: "et below 3 heartbeats", mode: core.ModeQuorum, hb: 500 * ms, et: time.Second, wantErr: "at least 3×"},
