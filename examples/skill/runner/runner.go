@@ -80,7 +80,7 @@ func Load(ctx context.Context, wasm []byte) (*Module, error) {
 		group, state := string(read(m, s[0], s[1])), read(m, s[2], s[3])
 		s[0] = 0
 		if err := r.store.Save(stateName(r.cfg.ID, group), state); err != nil {
-			r.logger.Error("persist failed: this batch's publishes are not sent", "err", err)
+			r.logger.Error("persist failed: the group's messages are held until a save succeeds", "err", err)
 			s[0] = 1
 		}
 	}, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32})
