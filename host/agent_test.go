@@ -151,11 +151,18 @@ func TestAgentsElectFailoverResign(t *testing.T) {
 	l1 := waitLeader(t, tas, dead, "")
 	st1 := l1.el.Status()
 	t.Logf("first leader %s term %d", l1.id, st1.Term)
+	// Callbacks run on each election's dispatcher goroutine, possibly a
+	// little after the core's status shows the leader.
 	for _, ta := range tas {
-		ta.rec.mu.Lock()
-		n := len(ta.rec.leaders)
-		ta.rec.mu.Unlock()
-		if ta != l1 && n == 0 {
+		called := func() bool {
+			ta.rec.mu.Lock()
+			defer ta.rec.mu.Unlock()
+			return len(ta.rec.leaders) > 0
+		}
+		for deadline := time.Now().Add(5 * time.Second); !called() && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if ta != l1 && !called() {
 			t.Errorf("%s: OnNewLeader never called", ta.id)
 		}
 	}
