@@ -74,7 +74,7 @@ type PilotOptions struct {
 	// another subscription delivered (or that is the only one) is declared
 	// stalled, killed and restarted; the threshold doubles with each
 	// consecutive stall of that broker, up to 16×. Default 2 s; electhost
-	// passes 4 heartbeats.
+	// passes 4 heartbeats, at least 1 s.
 	StallAfter time.Duration
 	// DedupWindow and DedupSize bound de-duplication: a copy of a payload
 	// already delivered from another source is dropped if it arrives within

@@ -279,3 +279,36 @@ func TestPilotRefusesOwnNodeAsOnlyBroker(t *testing.T) {
 		t.Fatal("published to its own broker")
 	}
 }
+
+// Fault 1 as the issue saw it, for contrast: all three agents on one
+// dedicated broker. Killing the leader's daemon blocks that broker behind the
+// dead subscription, and nobody is elected until it unblocks (here after
+// 4 s; on Pilot 28-45 s). The members'-nodes layout above fails over in
+// ~1.3 s from the same fault.
+func TestE2EPilotSharedBrokerStallsOnDaemonKill(t *testing.T) {
+	opts := pilotFaults("b", "a1", "a2", "a3")
+	opts.ResetEvery, opts.DeadSubscriberBlock = 0, 4*time.Second
+	c, d := newPilotCluster(t, opts, "b")
+	for _, id := range c.ids {
+		c.start(id)
+	}
+	leader, term := c.waitBestLeader(20 * time.Second)
+	d.KillNode(leader)
+	killed := time.Now()
+	for time.Since(killed) < 2*c.et+5*c.latency {
+		for _, id := range c.ids {
+			if id == leader {
+				continue
+			}
+			if s, err := c.proc(id).status(); err == nil && s.Role == "leader" {
+				t.Fatalf("%s leads %v after the kill: the shared broker did not block", id, time.Since(killed))
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !d.Blocked("b") {
+		t.Fatal("the broker is not blocked behind the dead subscriber")
+	}
+	next, nextTerm, _ := c.waitAgreement(leader, term+1, 20*time.Second)
+	t.Logf("shared broker: %s leads term %d only %v after %s's daemon was killed (blocked 4 s)", next, nextTerm, time.Since(killed).Round(time.Millisecond), leader)
+}
