@@ -39,10 +39,10 @@ type Transport interface {
 // Stats are monotonically increasing counters of one Transport.
 type Stats struct {
 	Published     uint64 // Publish calls that succeeded
-	PublishErrors uint64 // Publish calls (or, for multi-host pilot, per-host publishes) that failed
+	PublishErrors uint64 // Publish calls that failed (pilot: on every broker; per-broker counts in PilotTransport.BrokerStats)
 	Received      uint64 // messages handed to deliver callbacks
 	Rejected      uint64 // garbage lines/messages that could not be parsed (never delivered)
-	Duplicates    uint64 // copies dropped by de-duplication (pilot with several hosts)
+	Duplicates    uint64 // copies dropped by de-duplication (pilot with several subscriptions)
 	Dropped       uint64 // messages dropped on purpose: mem fault injection (loss, partition), overflow
 	Resubscribes  uint64 // subscription restarts after a gap (process exit, reconnect)
 	Disconnects   uint64 // connection losses seen (NATS)
