@@ -48,7 +48,10 @@ type Callbacks struct {
 	// OnStoppedLeading is called once after each OnStartedLeading, when its
 	// ctx is cancelled, with the reason.
 	OnStoppedLeading func(term uint64, reason string)
-	// OnNewLeader is called when the known leader changes ("" = none known).
+	// OnNewLeader is called when a leader (or a term) other than the last
+	// one reported becomes known, never with "" (like client-go's): losing a leader
+	// without knowing the next one is not reported here (Election.Status
+	// tells).
 	OnNewLeader func(leader string, term uint64)
 	// OnDuplicateID is called when another process speaks with this agent's
 	// ID, or a member's ID is heard from two processes at once (at most once
@@ -565,11 +568,13 @@ type Election struct {
 	leftOnce  sync.Once
 
 	// owned by the agent's loop
-	isLeader   bool // the core says this agent leads term
-	leading    bool // OnStartedLeading's ctx is live
-	term       uint64
-	leaseUntil int64
-	leadCancel context.CancelFunc
+	reportedLeader string // the last leader and term given to OnNewLeader
+	reportedTerm   uint64
+	isLeader       bool // the core says this agent leads term
+	leading        bool // OnStartedLeading's ctx is live
+	term           uint64
+	leaseUntil     int64
+	leadCancel     context.CancelFunc
 }
 
 // Config is the election's configuration as given to Join.
@@ -621,6 +626,10 @@ func (e *Election) command(ctx context.Context, kind core.CommandKind, target st
 }
 
 func (e *Election) newLeader(leader string, term uint64) {
+	if leader == "" || (leader == e.reportedLeader && term == e.reportedTerm) {
+		return
+	}
+	e.reportedLeader, e.reportedTerm = leader, term
 	if f := e.cb.OnNewLeader; f != nil {
 		e.disp.do(func() { f(leader, term) })
 	}

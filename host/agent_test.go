@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -213,6 +214,18 @@ func TestAgentsElectFailoverResign(t *testing.T) {
 	dead[lead.id] = true
 	l5 := waitLeader(t, tas, dead, lead.id)
 	t.Logf("after close: leader %s", l5.id)
+	// Leaders were lost (kill, partition) and found again: OnNewLeader
+	// never reported "" nor the same leader and term twice in a row.
+	for _, ta := range tas {
+		ta.rec.mu.Lock()
+		for i, l := range ta.rec.leaders {
+			if strings.HasPrefix(l, "@") || (i > 0 && ta.rec.leaders[i-1] == l) {
+				t.Errorf("%s: OnNewLeader sequence %v", ta.id, ta.rec.leaders)
+				break
+			}
+		}
+		ta.rec.mu.Unlock()
+	}
 }
 
 func without(ids []string, x string) []string {

@@ -43,7 +43,8 @@ type RuntimeConfig struct {
 	// Wasm, if set, is the module itself and WasmPath is ignored.
 	Wasm []byte
 	// CacheDir holds wazero's compilation cache. "" means
-	// os.UserCacheDir()/electcore/wazero; NoDiskCache ("-") keeps it in
+	// os.UserCacheDir()/electcore/wazero, or memory (logged) if that cannot
+	// be created; a directory named here that cannot is an error. NoDiskCache ("-") keeps it in
 	// memory. Within one process the cache (and so the compiled code) is
 	// shared by every Runtime with the same CacheDir.
 	CacheDir string
@@ -56,8 +57,8 @@ type RuntimeConfig struct {
 	// (within a few hundred µs) and its instance closed, like a trap. The
 	// module is instrumented at load to make that cheap (internal/fuel).
 	CallTimeout time.Duration
-	// Logger receives the runtime's and its instances' logs (nil:
-	// slog.Default()).
+	// Logger receives the runtime's and its instances' logs (nil: none,
+	// like client-go; the library never writes to slog.Default()).
 	Logger *slog.Logger
 }
 
@@ -157,7 +158,7 @@ func LoadModule(path string) ([]byte, error) {
 // host-driven build.
 func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.MemoryLimitPages == 0 {
 		cfg.MemoryLimitPages = DefaultMemoryLimitPages
@@ -168,7 +169,8 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
 	}
-	if cfg.CacheDir == "" {
+	defaultCache := cfg.CacheDir == ""
+	if defaultCache {
 		cfg.CacheDir = DefaultCacheDir()
 	}
 	r := &Runtime{cfg: cfg, logger: cfg.Logger}
@@ -185,6 +187,15 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 		return nil, fmt.Errorf("host: %s: %w", r.describe(), err)
 	}
 	cache, err := compilationCache(cfg.CacheDir)
+	if err != nil && defaultCache {
+		// Only a directory the caller named is worth failing for: without
+		// the default one the module compiles on every start, slower but
+		// correct.
+		r.logger.Warn("compilation cache unusable; compiling in memory (slower start)", "dir", cfg.CacheDir, "err", err)
+		cfg.CacheDir = NoDiskCache
+		r.cfg.CacheDir = NoDiskCache
+		cache, err = compilationCache(NoDiskCache)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -41,5 +41,5 @@
 //     (pilot and core NATS keep no history), so a subscriber misses what is
 //     published while it is reconnecting. Stats.Resubscribes and the OnGap
 //     options report such gaps; the election protocol tolerates them.
-//   - Options take a *slog.Logger; nil means slog.Default().
+//   - Options take a *slog.Logger; nil means silent (never slog.Default()).
 package hostfuncs

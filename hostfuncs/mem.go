@@ -23,7 +23,7 @@ type MemOptions struct {
 	// QueueLimit bounds each subscription's undelivered messages; beyond it
 	// messages are dropped and counted (default 4096).
 	QueueLimit int
-	Logger     *slog.Logger // nil: slog.Default()
+	Logger     *slog.Logger // nil: silent
 }
 
 // MemBus is an in-process pub/sub bus with fault injection. Every node gets
@@ -50,7 +50,7 @@ type MemBus struct {
 func NewMemBus(opts MemOptions) *MemBus {
 	logger := opts.Logger
 	if logger == nil {
-		logger = slog.Default()
+		logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.QueueLimit <= 0 {
 		opts.QueueLimit = 4096

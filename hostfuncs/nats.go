@@ -41,7 +41,7 @@ type NATSOptions struct {
 	OnGap func(topic, host string, err error)
 	// Extra are appended to the nats.go options (credentials, TLS, ...).
 	Extra  []nats.Option
-	Logger *slog.Logger // nil: slog.Default()
+	Logger *slog.Logger // nil: silent
 }
 
 // NATSTransport is a Transport over core NATS (github.com/nats-io/nats.go).
@@ -96,7 +96,7 @@ func NewNATSTransport(opts NATSOptions) (*NATSTransport, error) {
 	}
 	logger := opts.Logger
 	if logger == nil {
-		logger = slog.Default()
+		logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &NATSTransport{

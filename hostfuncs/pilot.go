@@ -91,7 +91,7 @@ type PilotOptions struct {
 	// subscribe process ended and will be restarted: messages may have been
 	// missed between err and the restart going live.
 	OnGap  func(topic, host string, err error)
-	Logger *slog.Logger // nil: slog.Default()
+	Logger *slog.Logger // nil: silent
 }
 
 // PilotTransport is a Transport over the pilotctl CLI (Pilot Protocol's
@@ -199,7 +199,7 @@ func NewPilotTransport(opts PilotOptions) (*PilotTransport, error) {
 	}
 	logger := opts.Logger
 	if logger == nil {
-		logger = slog.Default()
+		logger = slog.New(slog.DiscardHandler)
 	}
 	bin, err := exec.LookPath(opts.Binary)
 	if err != nil {

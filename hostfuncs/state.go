@@ -103,7 +103,7 @@ type StateStore struct {
 
 // StateOptions configures OpenStateStore.
 type StateOptions struct {
-	Logger *slog.Logger // nil: slog.Default()
+	Logger *slog.Logger // nil: silent
 }
 
 // OpenStateStore opens (creating it if needed, mode 0700) a state directory.
@@ -117,7 +117,7 @@ func OpenStateStore(dir string, opts ...StateOptions) (*StateStore, error) {
 	}
 	logger := o.Logger
 	if logger == nil {
-		logger = slog.Default()
+		logger = slog.New(slog.DiscardHandler)
 	}
 	if dir == "" {
 		return nil, errors.New("hostfuncs: state directory not set")

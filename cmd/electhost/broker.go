@@ -19,7 +19,7 @@ func newBrokerCmd() *cobra.Command {
 		Short: "Run an embedded NATS server for local multi-process use",
 		Long: `broker runs an in-process NATS server (nats-server/v2) on --listen, logs the
 URL to give to 'electhost run --transport nats --broker URL', and stops on
-SIGINT/SIGTERM (exit 0).`,
+SIGINT/SIGTERM (exit 0). A port in use fails at once (exit 3).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			logger := newLogger(cmd.ErrOrStderr(), jsonLogs, slog.LevelInfo)
@@ -54,6 +54,13 @@ func startNATS(addr string) (*server.Server, string, error) {
 	}
 	if port == 0 {
 		port = server.RANDOM_PORT
+	} else {
+		// nats-server retries a busy port for seconds; find out at once.
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, "", withCode(exitConfig, fmt.Errorf("--listen %s: %v (another broker running? pick a free port with --listen 127.0.0.1:0)", addr, err))
+		}
+		ln.Close()
 	}
 	opts := &server.Options{
 		Host:           host,
@@ -70,7 +77,7 @@ func startNATS(addr string) (*server.Server, string, error) {
 	go ns.Start()
 	if !ns.ReadyForConnections(10 * time.Second) {
 		ns.Shutdown()
-		return nil, "", withCode(exitTransport, fmt.Errorf("broker: cannot listen on %s (address in use or not permitted)", addr))
+		return nil, "", withCode(exitConfig, fmt.Errorf("--listen %s: the broker did not start listening within 10s (pick a free port with --listen 127.0.0.1:0)", addr))
 	}
 	return ns, ns.ClientURL(), nil
 }

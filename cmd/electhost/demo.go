@@ -47,16 +47,21 @@ func newDemoCmd() *cobra.Command {
 		Long: `demo starts an embedded NATS server on loopback (or an in-memory bus with
 --transport mem) and --agents agents in this process, each running the
 electcore wasm module through the wazero host (one Runtime, one Agent and one
-connection each), in quorum mode, and walks through:
+connection each), in quorum mode, and walks through these steps, one row
+each in the closing table:
 
-  1. first election   every agent agrees on one leader
-  2. crash            the leader's agent is closed abruptly (no resignation)
-  3. failover         the survivors elect a new leader
-  4. rejoin           the crashed agent restarts from its persisted state
-  5. hand-off         the leader resigns gracefully; a successor takes over
+  start            the broker, the wasm runtime and the agents, joined
+  first election   every agent agrees on one leader
+  crash            the leader's agent is closed abruptly (no resignation)
+  failover         the survivors elect a new leader
+  rejoin           the crashed agent restarts from its persisted state
+  hand-off         the leader resigns gracefully; a successor takes over
+  stop             followers leave, then the leader resigns and leaves
 
-It prints a timeline (ms since start, agent, what happened) and a closing
-table; --json prints a summary instead. It exits 1 if a step fails, naming it.
+It prints a timeline (ms since start, agent, what happened) and the table;
+--json prints a summary instead. It also checks that no two agents lead the
+same term. Exit status: 0 every step passed; 1 a step failed (named);
+2 bad flags; 3 the module (--wasm, $ELECTCORE_WASM) cannot be loaded.
 Timing: heartbeat 250ms, election timeout 1s (half the defaults).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -68,6 +73,9 @@ Timing: heartbeat 250ms, election timeout 1s (half the defaults).`,
 			}
 			if _, err := deriveTiming(core.ModeQuorum, o.heartbeat, o.electionTimeout, 0, 0, false); err != nil {
 				return err
+			}
+			if _, err := host.LoadModule(o.wasmPath); err != nil {
+				return configErrorf("%s", userWords(err.Error()))
 			}
 			return runDemo(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/electcore/electcore/core"
@@ -27,6 +28,10 @@ type statusJSON struct {
 	Rejected         uint64         `json:"rejected"`
 	Auth             *authJSON      `json:"auth,omitempty"` // with --auth: the refusals by reason (all in rejected)
 	LeaderCommand    *leaderCmdJSON `json:"leader_command,omitempty"`
+	Ready            bool           `json:"ready"`         // what /readyz answers
+	ReadyReason      string         `json:"ready_reason"`  // why (or why not)
+	DuplicateIDs     uint64         `json:"duplicate_ids"` // reports of an id spoken by two processes
+	LastDuplicateID  string         `json:"last_duplicate_id,omitempty"`
 }
 
 type authJSON struct {
@@ -76,9 +81,41 @@ func toStatusJSON(cs core.Status, now int64, lead *leadership) statusJSON {
 	return s
 }
 
+// readiness is /readyz's judgement: joined, and a leader known whose
+// leadership is current as far as this agent can tell. This agent leading:
+// in quorum mode its lease must be running (bully has none). Another member
+// leading: it must have been heard within the election timeout, the silence
+// after which a follower stops trusting it and campaigns. A leader merely
+// remembered (a broker outage, a pre-candidate) is not ready.
+func readiness(cs core.Status, now int64, electionTimeoutMs int64) (bool, string) {
+	switch {
+	case cs.Leader == "":
+		return false, "no leader known"
+	case cs.Leader == cs.ID && cs.Role == core.RoleLeader:
+		if cs.Mode == core.ModeQuorum && cs.LeaseUntil <= now {
+			return false, "leading term " + strconv.FormatUint(cs.Term, 10) + " without a current lease (no quorum heard)"
+		}
+		return true, "this agent leads term " + strconv.FormatUint(cs.Term, 10)
+	}
+	for _, m := range cs.Members {
+		if m.ID != cs.Leader {
+			continue
+		}
+		if m.LastHeard > 0 && now-m.LastHeard <= electionTimeoutMs {
+			return true, "leader " + cs.Leader + " heard " + strconv.FormatInt(now-m.LastHeard, 10) + "ms ago"
+		}
+		if m.LastHeard <= 0 {
+			return false, "leader " + cs.Leader + " never heard"
+		}
+		return false, "leader " + cs.Leader + " last heard " + strconv.FormatInt(now-m.LastHeard, 10) + "ms ago, over the election timeout (" + strconv.FormatInt(electionTimeoutMs, 10) + "ms)"
+	}
+	return false, "leader " + cs.Leader + " is not a known member"
+}
+
 // newHTTPHandler serves /healthz (the process is up and has not shut down),
-// /readyz (joined and a leader is known), /status (JSON) and /metrics.
-func newHTTPHandler(st *agentState, status func() (core.Status, bool), clock hostfuncs.Clock, mets *metrics.Metrics, lead *leadership) http.Handler {
+// /readyz (joined and a current leader known: readiness), /status (JSON),
+// /metrics and POST /resign (ctl, with its bearer token).
+func newHTTPHandler(st *agentState, status func() (core.Status, bool), clock hostfuncs.Clock, mets *metrics.Metrics, lead *leadership, ctl *controller) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		st.mu.Lock()
@@ -99,11 +136,16 @@ func newHTTPHandler(st *agentState, status func() (core.Status, bool), clock hos
 			return
 		}
 		cs, ok := status()
-		if !ok || cs.Leader == "" {
-			http.Error(w, "no leader known", http.StatusServiceUnavailable)
+		if !ok {
+			http.Error(w, "not joined", http.StatusServiceUnavailable)
 			return
 		}
-		w.Write([]byte("ok: leader " + cs.Leader + "\n"))
+		ready, why := readiness(cs, clock.NowMs(), ctl.et.Milliseconds())
+		if !ready {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok: " + why + "\n"))
 	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		cs, ok := status()
@@ -114,8 +156,15 @@ func newHTTPHandler(st *agentState, status func() (core.Status, bool), clock hos
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		enc.Encode(toStatusJSON(cs, clock.NowMs(), lead))
+		now := clock.NowMs()
+		sj := toStatusJSON(cs, now, lead)
+		sj.Ready, sj.ReadyReason = readiness(cs, now, ctl.et.Milliseconds())
+		st.mu.Lock()
+		sj.DuplicateIDs, sj.LastDuplicateID = st.duplicates, st.lastDup
+		st.mu.Unlock()
+		enc.Encode(sj)
 	})
 	mux.Handle("GET /metrics", mets.Handler())
+	mux.Handle("POST /resign", ctl.handler(true))
 	return http.TimeoutHandler(mux, 10*time.Second, "timeout\n")
 }

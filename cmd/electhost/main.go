@@ -26,6 +26,10 @@ const (
 	exitUsage     = 2 // bad flags or arguments
 	exitConfig    = 3 // bad configuration or unusable state directory / wasm module
 	exitTransport = 4 // the transport or broker cannot be reached (pilotctl missing, NATS down)
+	// exitDuplicateID: another process runs with this agent's --id. Distinct
+	// so that a supervisor can be told not to restart it (systemd:
+	// RestartPreventExitStatus=5): restarting brings the duplicate back.
+	exitDuplicateID = 5
 )
 
 // exitError carries an exit code with the error that caused it.
@@ -126,14 +130,10 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "electhost",
 		Short: "Leader election for agent swarms (electcore on wazero)",
-		Long: `electhost runs electcore's leader election from the command line.
-
-  electhost run     join a group; optionally run a command only while leading
-  electhost demo    a guided election, crash, failover, rejoin and hand-off
-  electhost sim     the deterministic simulator over many seeds
-  electhost status  listen to a group and print its leader and members
-  electhost broker  an embedded NATS server for local use
-  electhost keygen  a key for authenticated elections (run --auth)`,
+		Long: `electhost runs electcore's leader election from the command line: "electhost
+run" joins a group and keeps a command running on the leader only. Every
+command, flag, default and exit code: cmd/electhost/README.md.`,
+		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Flags after "--" belong to the leader-only command.
@@ -141,9 +141,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &exitError{code: exitUsage, err: err}
-	})
+	root.SetFlagErrorFunc(flagError)
+	root.SetVersionTemplate("electhost {{.Version}}\n")
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(
 		newRunCmd(),
@@ -153,6 +152,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newBrokerCmd(),
 		newVersionCmd(),
 		newKeygenCmd(),
+		newResignCmd(),
+		newResetStateCmd(),
 	)
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(root.FlagErrorFunc())

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,6 +46,7 @@ type runOptions struct {
 	jsonLogs        bool
 	logLevel        string
 	cmdArgs         []string
+	once            bool
 	auth            authFlags // keygen.go
 
 	// derived
@@ -104,6 +106,7 @@ elected. See README.md.`,
 	f.DurationVar(&o.electionTimeout, "election-timeout", 0, "time without a leader before campaigning (default max(2s, 3×heartbeat))")
 	f.DurationVar(&o.lease, "lease", 0, "quorum leader lease (default: the longest safe lease, minus --grace+50ms when a command is given)")
 	f.DurationVar(&o.grace, "grace", 0, "SIGTERM→SIGKILL grace for the leader-only command (default election-timeout/4)")
+	f.BoolVar(&o.once, "once", false, "run CMD once when leading, then resign and exit with its exit code (like consul lock)")
 	f.BoolVar(&o.jsonLogs, "json", false, "log JSON lines (slog JSONHandler) on stderr")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	o.auth.register(f)
@@ -221,6 +224,14 @@ func (o *runOptions) complete(cmd *cobra.Command) error {
 	if mode != core.ModeQuorum && mode != core.ModeBully {
 		return usageErrorf("--mode %q: want quorum or bully", o.mode)
 	}
+	if len(o.cmdArgs) == 0 {
+		if o.once {
+			return usageErrorf("--once needs the command to run: electhost run --once ... -- CMD ARGS")
+		}
+		if cmd.Flags().Changed("grace") {
+			return usageErrorf("--grace is the leader-only command's stop delay, but no command is given (put it after --)")
+		}
+	}
 	if err := o.tf.validate(); err != nil {
 		return err
 	}
@@ -252,7 +263,7 @@ func (o *runOptions) complete(cmd *cobra.Command) error {
 		return err
 	}
 	if err := o.cfg.Validate(); err != nil {
-		return usageErrorf("%v", err)
+		return usageErrorf("%s", configInFlags(err.Error()))
 	}
 	if o.stateDir == "" {
 		o.stateDir = defaultStateDir(o.id)
@@ -271,6 +282,8 @@ type agentState struct {
 	leaderSince time.Time
 	lostAt      int64  // clock ms: last heard from the lost leader (or when it was lost)
 	prevLeader  string // the last non-empty leader
+	duplicates  uint64 // duplicate-id reports (this agent's id or a member's)
+	lastDup     string // the last report's reason
 }
 
 // lastLeader is the last leader known (current or lost).
@@ -308,7 +321,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 			Logger: logger,
 		})
 		if err != nil {
-			return usageErrorf("leader-only command: %v", err)
+			return usageErrorf("leader-only command %q not found or not executable (give a path, or a name in PATH)", o.cmdArgs[0])
 		}
 	}
 
@@ -317,13 +330,13 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		if errors.Is(err, hostfuncs.ErrLocked) {
 			return configErrorf("--state-dir %s is in use by another process (another agent with --id %s? give each agent its own --id or --state-dir)", o.stateDir, o.id)
 		}
-		return configErrorf("--state-dir: %v", err)
+		return configErrorf("--state-dir %s: %s", o.stateDir, userWords(err.Error()))
 	}
 	defer store.Close()
 
 	rt, err := host.NewRuntime(ctx, host.RuntimeConfig{WasmPath: defaultWasm(o.wasmPath), CacheDir: o.cacheDir, Logger: baseLogger})
 	if err != nil {
-		return configErrorf("%v", err)
+		return configErrorf("%s", userWords(err.Error()))
 	}
 	defer rt.Close(context.Background())
 
@@ -342,7 +355,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		},
 	})
 	if err != nil {
-		return configErrorf("%v", err)
+		return configErrorf("%s", userWords(err.Error()))
 	}
 	agentClosed := false
 	defer func() {
@@ -355,6 +368,9 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	var el *host.Election
 	var elp atomic.Pointer[host.Election] // el, for callbacks that may run before Join returns
 	lead := newLeadership(sup, o, logger)
+	// Another process with this agent's id: stop (exit 5) rather than vote
+	// twice (RATIONALE: "Duplicate ids").
+	selfDup := make(chan string, 1)
 
 	cbs := host.Callbacks{
 		OnStartedLeading: func(lctx context.Context, term uint64) {
@@ -369,13 +385,13 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 			st.mu.Unlock() // the host logs "stopped leading"
 		},
 		OnNewLeader: func(leader string, term uint64) {
-			// Failover: from the last message heard from the lost leader (as
-			// the core saw it) to knowing the new one; if it was never heard
-			// (e.g. we just started), from the moment we lost it.
+			// Failover: from the last message heard from the previous
+			// leader (as the core saw it) to knowing the new one.
 			var lastHeard int64 = -1
+			prevLeader := st.lastLeader()
 			if e := elp.Load(); e != nil {
 				for _, m := range e.Status().Members {
-					if m.ID == st.lastLeader() && m.LastHeard > 0 {
+					if m.ID == prevLeader && m.LastHeard > 0 {
 						lastHeard = m.LastHeard
 					}
 				}
@@ -386,25 +402,10 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 			st.leader, st.term = leader, max(st.term, term)
 			var failover time.Duration
 			measured := false
-			switch {
-			case leader == "" && prev != "":
-				st.lostAt, st.prevLeader = now, prev
-				if lastHeard > 0 {
-					st.lostAt = lastHeard
-				}
-			case leader != "" && leader != prev:
-				if st.prevLeader != "" && st.prevLeader != leader {
-					from := st.lostAt
-					if prev != "" { // changed without a leaderless gap
-						from = now
-						if lastHeard > 0 {
-							from = lastHeard
-						}
-					}
-					failover, measured = time.Duration(max(now-from, 0))*time.Millisecond, true
-				}
-				st.prevLeader = leader
+			if leader != prev && prev != "" && lastHeard > 0 {
+				failover, measured = time.Duration(max(now-lastHeard, 0))*time.Millisecond, true
 			}
+			st.prevLeader = leader
 			st.mu.Unlock()
 			if leader != prev {
 				mets.LeaderChanged()
@@ -412,12 +413,22 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 					mets.ObserveFailover(failover)
 				}
 			}
-			if leader == "" {
-				logger.Info("no leader known", "term", term)
-			} else if measured {
+			if measured {
 				logger.Info("leader", "leader", leader, "term", term, "failover", failover)
 			} else {
 				logger.Info("leader", "leader", leader, "term", term)
+			}
+		},
+		OnDuplicateID: func(reason string) { // the host logs the reason
+			st.mu.Lock()
+			st.duplicates++
+			st.lastDup = reason
+			st.mu.Unlock()
+			if strings.Contains(reason, strconv.Quote(o.id)) && strings.Contains(reason, "this agent's id") {
+				select {
+				case selfDup <- reason:
+				default:
+				}
 			}
 		},
 	}
@@ -426,7 +437,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		s := metrics.Snapshot{
 			MessagesIn: as.MessagesIn, MessagesOut: as.MessagesOut,
 			Rejected:    as.Rejected + as.Transport.Rejected,
-			PublishErrs: as.PublishErrors, Traps: as.Traps,
+			PublishErrs: as.PublishErrors, Traps: as.Traps, DuplicateIDs: as.DuplicateIDs,
 		}
 		if e := elp.Load(); e != nil {
 			cs := e.Status()
@@ -445,6 +456,8 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	}
 
 	// Callbacks may fire before Join returns: mets must exist first.
+	logger.Info("starting", "mode", o.cfg.Mode, "transport", o.tf.kind, "broker", o.tf.broker, "state_dir", o.stateDir,
+		"heartbeat", o.heartbeat, "members", strings.Join(o.cfg.Members, ","))
 	el, err = agent.Join(ctx, o.cfg, cbs)
 	elp.Store(el)
 	if err != nil {
@@ -452,25 +465,58 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 			return nil
 		}
 		if errors.Is(err, hostfuncs.ErrConnectionFailed) {
-			return withCode(exitTransport, err)
+			return withCode(exitTransport, errors.New(userWords(err.Error())))
 		}
-		return configErrorf("join %s: %v", o.group, err)
+		if errors.Is(err, host.ErrStateUnusable) {
+			return configErrorf("%s", stateRecovery(err, o))
+		}
+		return configErrorf("join %s: %s", o.group, configInFlags(userWords(err.Error())))
 	}
 	st.mu.Lock()
 	st.joined = true
 	st.mu.Unlock()
-	logger.Info("joined", "mode", o.cfg.Mode, "transport", o.tf.kind, "broker", o.tf.broker, "state_dir", o.stateDir,
-		"heartbeat", o.heartbeat, "members", strings.Join(o.cfg.Members, ","))
+
+	ctl := &controller{group: o.group, id: o.id, members: o.cfg.Members, et: time.Duration(o.cfg.ElectionTimeoutMs) * time.Millisecond,
+		el: func() *host.Election { return elp.Load() }, st: st}
+	ctlLn, token, cerr := listenControl(o.stateDir)
+	ctl.token = token
+	if cerr != nil {
+		logger.Warn("no control socket: electhost resign cannot reach this agent", "err", cerr)
+	}
+	var ctlSrv *http.Server
+	if ctlLn != nil {
+		mux := http.NewServeMux()
+		mux.Handle("POST /resign", ctl.handler(false))
+		ctlSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go ctlSrv.Serve(ctlLn)
+	}
 
 	var srv *http.Server
 	if ln != nil {
-		srv = &http.Server{Handler: newHTTPHandler(st, func() (core.Status, bool) { return el.Status(), true }, clock, mets, lead), ReadHeaderTimeout: 5 * time.Second}
+		h := newHTTPHandler(st, func() (core.Status, bool) { return el.Status(), true }, clock, mets, lead, ctl)
+		srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		logger.Info("http listening", "addr", ln.Addr().String())
 	}
 
-	<-ctx.Done()
-	logger.Info("signal received; stopping")
+	var result error
+	select {
+	case <-ctx.Done():
+		logger.Info("signal received; stopping")
+	case reason := <-selfDup:
+		result = &exitError{code: exitDuplicateID, err: fmt.Errorf("another process runs with --id %s in group %s (%s); this agent stopped: give every agent its own --id",
+			o.id, o.group, reason)}
+		logger.Error("duplicate id: stopping", "reason", reason)
+	case r := <-lead.onceDone:
+		if r.exited {
+			logger.Info("command exited; resigning", "code", r.code)
+			if r.code != 0 {
+				result = quietError{code: r.code}
+			}
+		} else {
+			result = fmt.Errorf("lost the leadership of %s (term %d) while the command ran: it was stopped before it finished", o.group, r.term)
+		}
+	}
 	// 1. Stop the leader-only command (SIGTERM, SIGKILL after --grace) while
 	//    we still lead, so that it is gone before anyone else can lead.
 	lead.shutdown()
@@ -487,8 +533,34 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	if srv != nil {
 		srv.Shutdown(cctx)
 	}
+	if ctlSrv != nil {
+		ctlSrv.Shutdown(cctx)
+		os.Remove(filepath.Join(o.stateDir, controlSocketName))
+	}
+	os.Remove(filepath.Join(o.stateDir, controlTokenName))
 	logger.Info("stopped")
-	return nil
+	return result
+}
+
+// stateRecovery says, for a persisted state the host refuses, which file it
+// is and the command that resets this member.
+func stateRecovery(err error, o *runOptions) string {
+	file, _ := hostfuncs.StateFileName(host.StateName(o.id, o.group))
+	return fmt.Sprintf("the saved election state of --id %s in group %s (%s in --state-dir %s) cannot be used: %s; restore it from a backup, or reset this member with: electhost reset-state --group %s --id %s --state-dir %s (safe once the others have moved past its term)",
+		o.id, o.group, file, o.stateDir, stateProblem(err.Error()), o.group, o.id, o.stateDir)
+}
+
+// stateProblem is the middle of the host's message: what is wrong, without
+// the Go-level advice.
+func stateProblem(msg string) string {
+	msg = userWords(msg)
+	if i := strings.Index(msg, "persisted election state unusable: "); i >= 0 {
+		msg = msg[i+len("persisted election state unusable: "):]
+	}
+	if i := strings.Index(msg, "; refusing to start"); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg
 }
 
 // leadership runs the leader-only command for each term this agent leads.
@@ -498,15 +570,29 @@ type leadership struct {
 	id     string
 	logger *slog.Logger
 
+	// once (--once): the command runs for the first term led only, and its
+	// end is reported on onceDone.
+	once     bool
+	onceDone chan onceResult
+
 	mu       sync.Mutex
 	stopping bool
+	ran      bool
 	cancel   context.CancelFunc
 	done     chan struct{}
 	term     uint64
 }
 
 func newLeadership(sup *supervise.Supervisor, o *runOptions, logger *slog.Logger) *leadership {
-	return &leadership{sup: sup, group: o.group, id: o.id, logger: logger}
+	return &leadership{sup: sup, group: o.group, id: o.id, logger: logger, once: o.once, onceDone: make(chan onceResult, 1)}
+}
+
+// onceResult is how the --once command ended: by itself (exited, with its
+// exit code) or stopped because the leadership of term ended.
+type onceResult struct {
+	term   uint64
+	code   int
+	exited bool
 }
 
 // start runs the command for term until lctx ends (loss of leadership or lease)
@@ -517,9 +603,10 @@ func (l *leadership) start(lctx context.Context, term uint64) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.stopping {
+	if l.stopping || (l.once && l.ran) {
 		return
 	}
+	l.ran = true
 	prevDone := l.done
 	if l.cancel != nil {
 		l.cancel()
@@ -537,6 +624,20 @@ func (l *leadership) start(lctx context.Context, term uint64) {
 		defer close(done)
 		if prevDone != nil {
 			<-prevDone
+		}
+		if l.once {
+			code, exited, err := l.sup.RunOnce(ctx, env...)
+			if err != nil {
+				l.logger.Error("leader-only command", "err", err)
+				code, exited = 127, true // as a shell reports a command it cannot run
+			}
+			l.mu.Lock()
+			stopping := l.stopping
+			l.mu.Unlock()
+			if !stopping {
+				l.onceDone <- onceResult{term: term, code: code, exited: exited}
+			}
+			return
 		}
 		if err := l.sup.Run(ctx, env...); err != nil {
 			l.logger.Error("leader-only command", "err", err)

@@ -22,6 +22,7 @@ func newStatusCmd() *cobra.Command {
 		heartbeat time.Duration
 		wait      time.Duration
 		jsonOut   bool
+		watch     bool
 	)
 	c := &cobra.Command{
 		Use:   "status --group G [--transport nats|pilot --broker ...]",
@@ -32,8 +33,14 @@ prints the leader with the highest term heard, and every member heard with
 its priority, message count and when it was last heard. It does not join the
 group and publishes nothing.
 
-Exit status: 0 if a leader was heard, 1 if none was (the status is printed
-anyway), 2 for bad flags, 4 if the transport is unreachable.`,
+With --watch it keeps listening (until SIGINT/SIGTERM, or for --wait if
+given) and prints one line per change of leader or term as it is heard, and
+"no leader" when the leader has been silent for 4 heartbeats; with --json
+each change is one JSON object per line (NDJSON).
+
+Exit status: 0 if a leader was heard (--watch: always, on a signal or at the
+end of --wait), 1 if none was (the status is printed anyway), 2 for bad
+flags, 4 if the transport is unreachable.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if group == "" {
@@ -48,7 +55,10 @@ anyway), 2 for bad flags, 4 if the transport is unreachable.`,
 			if heartbeat <= 0 {
 				return usageErrorf("--heartbeat must be positive")
 			}
-			if wait == 0 {
+			if wait < 0 {
+				return usageErrorf("--wait must not be negative")
+			}
+			if !cmd.Flags().Changed("wait") && !watch {
 				wait = 2*heartbeat + 300*time.Millisecond
 			}
 			logger := newLogger(cmd.ErrOrStderr(), false, slog.LevelError)
@@ -59,8 +69,31 @@ anyway), 2 for bad flags, 4 if the transport is unreachable.`,
 			}
 			defer t.Close()
 			obs := newObserver(group)
+			var w *watcher
+			if watch {
+				w = &watcher{out: cmd.OutOrStdout(), json: jsonOut, group: group, lostAfter: 4 * heartbeat}
+				obs.onLeader = w.leader
+			}
 			if err := t.Subscribe(ctx, core.Topic(group), obs.deliver); err != nil {
 				return withCode(exitTransport, fmt.Errorf("subscribe %s: %v", core.Topic(group), err))
+			}
+			if watch {
+				var end <-chan time.Time
+				if cmd.Flags().Changed("wait") {
+					end = time.After(wait)
+				}
+				tick := time.NewTicker(heartbeat)
+				defer tick.Stop()
+				for {
+					select {
+					case <-tick.C:
+						obs.checkLost(w.lostAfter)
+						continue
+					case <-end:
+					case <-ctx.Done():
+					}
+					return nil
+				}
 			}
 			select {
 			case <-time.After(wait):
@@ -83,8 +116,9 @@ anyway), 2 for bad flags, 4 if the transport is unreachable.`,
 	tf.register(c.Flags())
 	c.Flags().StringVar(&group, "group", "", "group name (required)")
 	c.Flags().DurationVar(&heartbeat, "heartbeat", time.Duration(core.DefaultHeartbeatMs)*time.Millisecond, "the group's heartbeat interval")
-	c.Flags().DurationVar(&wait, "wait", 0, "how long to listen (default 2×heartbeat + 300ms)")
-	c.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
+	c.Flags().DurationVar(&wait, "wait", 0, "how long to listen (default 2×heartbeat + 300ms; with --watch: until a signal)")
+	c.Flags().BoolVar(&jsonOut, "json", false, "print JSON (with --watch: one object per line)")
+	c.Flags().BoolVar(&watch, "watch", false, "keep listening and print each change of leader or term as it happens")
 	return c
 }
 
@@ -127,6 +161,10 @@ type observer struct {
 	start time.Time
 	rep   statusReport
 	seen  map[string]*memberSeen
+	// onLeader, if set, is called (under mu) when the leader or term heard
+	// changes; leader "" when the leader fell silent (checkLost).
+	onLeader    func(leader string, term uint64, lost string)
+	leaderHeard time.Time
 }
 
 func newObserver(group string) *observer {
@@ -167,8 +205,56 @@ func (o *observer) deliver(m hostfuncs.Message) {
 		ms.Priority = &p
 	}
 	if (w.Type == "leader" || w.Type == "heartbeat") && w.Leader != "" && w.Term >= o.rep.Term {
+		changed := w.Leader != o.rep.Leader || w.Term != o.rep.Term
 		o.rep.Leader, o.rep.Term = w.Leader, w.Term
+		o.leaderHeard = time.Now()
+		if changed && o.onLeader != nil {
+			o.onLeader(w.Leader, w.Term, "")
+		}
 	}
+}
+
+// checkLost forgets a leader silent for longer than after (status --watch).
+func (o *observer) checkLost(after time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.rep.Leader != "" && time.Since(o.leaderHeard) > after {
+		lost := o.rep.Leader
+		o.rep.Leader = ""
+		if o.onLeader != nil {
+			o.onLeader("", o.rep.Term, lost)
+		}
+	}
+}
+
+// watcher prints status --watch's changes.
+type watcher struct {
+	out       io.Writer
+	json      bool
+	group     string
+	lostAfter time.Duration
+}
+
+type watchEvent struct {
+	Time   string `json:"time"`
+	Group  string `json:"group"`
+	Leader string `json:"leader"`         // "" when the leader fell silent
+	Term   uint64 `json:"term"`           // the leader's term (the last known one when lost)
+	Lost   string `json:"lost,omitempty"` // the leader that fell silent
+}
+
+func (w *watcher) leader(leader string, term uint64, lost string) {
+	ev := watchEvent{Time: time.Now().UTC().Format(time.RFC3339Nano), Group: w.group, Leader: leader, Term: term, Lost: lost}
+	if w.json {
+		b, _ := json.Marshal(ev)
+		fmt.Fprintf(w.out, "%s\n", b)
+		return
+	}
+	if leader == "" {
+		fmt.Fprintf(w.out, "%s  %s  no leader: %s (term %d) silent for %v\n", ev.Time, w.group, lost, term, w.lostAfter)
+		return
+	}
+	fmt.Fprintf(w.out, "%s  %s  leader %s  term %d\n", ev.Time, w.group, leader, term)
 }
 
 func (o *observer) report(listened time.Duration) statusReport {

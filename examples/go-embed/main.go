@@ -138,11 +138,7 @@ func agent(ctx context.Context, rt *host.Runtime, tr hostfuncs.Transport, o opti
 		HeartbeatMs: o.heartbeat.Milliseconds(), ElectionTimeoutMs: o.electionTimeout.Milliseconds(),
 	}, host.Callbacks{
 		OnNewLeader: func(leader string, term uint64) {
-			if leader == "" {
-				out.printf("%s: no leader (term %d)", id, term)
-			} else {
-				out.printf("%s: leader %s (term %d)", id, leader, term)
-			}
+			out.printf("%s: leader %s (term %d)", id, leader, term)
 		},
 		// Runs in its own goroutine while this agent leads (in quorum mode:
 		// while it holds a lease); ctx ends the moment that stops.

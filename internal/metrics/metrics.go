@@ -20,16 +20,17 @@ import (
 // Snapshot is the agent's state at scrape time. Counter fields must never
 // decrease for a given agent process.
 type Snapshot struct {
-	Elections   uint64 // campaigns this agent started
-	Term        uint64 // current term
-	IsLeader    bool   // this agent leads (holds a valid lease in quorum mode)
-	MessagesIn  uint64 // messages received from the bus
-	MessagesOut uint64 // messages published
-	Rejected    uint64 // messages refused (malformed, wrong group, stale term, ...) or unparseable on the transport
-	PublishErrs uint64 // publishes that failed
-	Traps       uint64 // wasm traps recovered (instance re-created)
-	CmdStarts   uint64 // leader-only command starts
-	CmdKills    uint64 // leader-only command stops that needed SIGKILL
+	Elections    uint64 // campaigns this agent started
+	Term         uint64 // current term
+	IsLeader     bool   // this agent leads (holds a valid lease in quorum mode)
+	MessagesIn   uint64 // messages received from the bus
+	MessagesOut  uint64 // messages published
+	Rejected     uint64 // messages refused (malformed, wrong group, stale term, ...) or unparseable on the transport
+	PublishErrs  uint64 // publishes that failed
+	Traps        uint64 // wasm traps recovered (instance re-created)
+	DuplicateIDs uint64 // reports of an id spoken by two processes (this agent's or a member's)
+	CmdStarts    uint64 // leader-only command starts
+	CmdKills     uint64 // leader-only command stops that needed SIGKILL
 }
 
 // FailoverBuckets are the failover histogram's upper bounds, in seconds:
@@ -117,6 +118,7 @@ func newSnapshotCollector(labels prometheus.Labels, source func() Snapshot) *sna
 		{d("messages_rejected_total", "Messages refused: malformed, wrong group, stale term, unparseable."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.Rejected) }},
 		{d("publish_errors_total", "Publishes that failed."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.PublishErrs) }},
 		{d("wasm_traps_total", "WebAssembly traps recovered by re-instantiating the module."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.Traps) }},
+		{d("duplicate_ids_total", "Reports of an agent id spoken by two processes at once (this agent's or a member's): two agents share an id."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.DuplicateIDs) }},
 		{d("leader_command_starts_total", "Starts of the leader-only command."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.CmdStarts) }},
 		{d("leader_command_kills_total", "Stops of the leader-only command that needed SIGKILL."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.CmdKills) }},
 	}}

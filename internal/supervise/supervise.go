@@ -20,6 +20,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"syscall"
 	"sync/atomic"
 	"time"
 )
@@ -170,6 +171,53 @@ func (s *Supervisor) Run(ctx context.Context, env ...string) error {
 		}
 		backoff = min(backoff*2, s.opts.BackoffMax)
 	}
+}
+
+// RunOnce starts the command once with env appended to Options.Env and
+// waits for it to exit (exited true, with its exit code: 128+N when killed by
+// signal N, as a shell reports it) or for ctx to end, which stops it as Run
+// does (exited false). Leftovers of its process group are killed either way.
+func (s *Supervisor) RunOnce(ctx context.Context, env ...string) (code int, exited bool, err error) {
+	if !s.running.CompareAndSwap(0, 1) {
+		return 0, false, ErrBusy
+	}
+	defer s.running.Store(0)
+	p, err := s.start(env)
+	if err != nil {
+		s.startErrors.Add(1)
+		return 0, false, err
+	}
+	select {
+	case <-ctx.Done():
+		s.stop(p)
+		return 0, false, nil
+	case werr := <-p.done:
+		s.exits.Add(1)
+		killGroup(p.pid, true)
+		if s.opts.OnExit != nil {
+			s.opts.OnExit(p.pid, werr)
+		}
+		s.logger.Info("leader-only command exited", "pid", p.pid, "status", exitStatus(werr))
+		return exitCode(werr), true, nil
+	}
+}
+
+// exitCode is the shell's view of a Wait error: the exit status, or 128+N
+// for a process killed by signal N.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if c := ee.ExitCode(); c >= 0 {
+			return c
+		}
+		if ws, ok := ee.Sys().(interface{ Signal() syscall.Signal }); ok {
+			return 128 + int(ws.Signal())
+		}
+	}
+	return 1
 }
 
 type proc struct {

@@ -319,3 +319,35 @@ func TestParentDeathStopsCommand(t *testing.T) {
 	})
 	waitFor(t, "the orphaned command to exit", 2*time.Second, func() bool { return !alive(child) || isZombie(child) })
 }
+
+func TestRunOnceExitCodes(t *testing.T) {
+	for _, c := range []struct {
+		script string
+		code   int
+	}{{"exit 0", 0}, {"exit 7", 7}, {"kill -KILL $$", 137}} {
+		s, err := New(Options{Path: "sh", Args: []string{"-c", c.script}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, exited, err := s.RunOnce(context.Background())
+		if err != nil || !exited || code != c.code {
+			t.Fatalf("%q: code %d exited %v err %v, want %d", c.script, code, exited, err, c.code)
+		}
+		if st := s.Stats(); st.Starts != 1 {
+			t.Fatalf("%q: %d starts, want 1 (no restart)", c.script, st.Starts)
+		}
+	}
+	s, err := New(Options{Path: "sleep", Args: []string{"10"}, Grace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	if _, exited, err := s.RunOnce(ctx); err != nil || exited {
+		t.Fatalf("cancelled: exited %v err %v", exited, err)
+	}
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Fatalf("stop took %v", d)
+	}
+}
