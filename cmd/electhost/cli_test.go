@@ -2,12 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/electcore/electcore/host"
+	"github.com/electcore/electcore/hostfuncs"
 	"github.com/electcore/electcore/hostfuncs/natstest"
 	"github.com/electcore/electcore/internal/pilotstandin"
 )
@@ -92,10 +95,30 @@ func TestCLIStatePilotDaemonDown(t *testing.T) {
 }
 
 func TestCLIHelpAndVersion(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"demo", "--help"}, {"sim", "--help"}, {"status", "--help"}, {"broker", "--help"}, {"version"}} {
+	help := map[string]string{}
+	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"demo", "--help"}, {"sim", "--help"}, {"status", "--help"}, {"broker", "--help"},
+		{"resign", "--help"}, {"reset-state", "--help"}, {"keygen", "--help"}, {"version"}, {"--version"}} {
 		code, stdout, stderr := runCLI(t, 30*time.Second, nil, args...)
 		if code != 0 || stdout == "" {
 			t.Fatalf("electhost %v: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
+		}
+		help[strings.Join(args, " ")] = stdout
+	}
+	if help["--version"] != help["version"] || !strings.HasPrefix(help["--version"], "electhost ") {
+		t.Fatalf("--version %q, version %q", help["--version"], help["version"])
+	}
+	if n := strings.Count(help["--help"], "\n  run "); n != 1 {
+		t.Fatalf("root help lists run %d times:\n%s", n, help["--help"])
+	}
+	for _, code := range []string{"\n  3  ", "\n  5  ", "\n  N  "} {
+		if !strings.Contains(help["run --help"], code) {
+			t.Fatalf("run --help lacks exit code %q", code)
+		}
+	}
+	// demo --help names every row of the demo's table.
+	for _, step := range []string{"start", "first election", "crash", "failover", "rejoin", "hand-off", "stop"} {
+		if !strings.Contains(help["demo --help"], "  "+step+" ") {
+			t.Fatalf("demo --help lacks step %q", step)
 		}
 	}
 }
@@ -134,5 +157,98 @@ func TestSimCommand(t *testing.T) {
 	code, stdout, _ = runCLI(t, time.Minute, nil, "sim", "--seed", "3", "--scenario", "failover", "--nodes", "3", "--cycles", "2")
 	if code != 0 || !strings.Contains(stdout, "seed 3") || !strings.Contains(stdout, "join(") || !strings.Contains(stdout, "no violations") {
 		t.Fatalf("replay: exit %d\n%s", code, stdout)
+	}
+}
+
+// TestCLIUserWords: errors name the flag and the fix, never a Go package,
+// a config field or a parser (issue 12, items 6-8).
+func TestCLIUserWords(t *testing.T) {
+	tmp := t.TempDir()
+	natsURL, _ := natstest.Start(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"negative priority", []string{"run", "--group", "g", "--priority", "-1"}, exitUsage, `--priority "-1": want a whole number 0..4294967295`},
+		{"bad duration", []string{"run", "--group", "g", "--heartbeat", "soon"}, exitUsage, `--heartbeat "soon": want a duration such as 500ms`},
+		{"heartbeat too short", []string{"run", "--group", "g", "--id", "a", "--members", "a,b,c", "--heartbeat", "5ms"}, exitUsage, "--heartbeat 5ms: want 10ms..10m"},
+		{"id not a member", []string{"run", "--group", "g", "--id", "a", "--members", "b,c,d"}, exitUsage, `--members must include this agent's --id "a"`},
+		{"members file missing", []string{"run", "--group", "g", "--id", "a", "--members-file", filepath.Join(tmp, "absent.txt")}, exitConfig, "absent.txt: no such file"},
+		{"grace without a command", []string{"run", "--group", "g", "--mode", "bully", "--grace", "1s"}, exitUsage, "--grace is the leader-only command's stop delay"},
+		{"once without a command", []string{"run", "--group", "g", "--mode", "bully", "--once"}, exitUsage, "--once needs the command"},
+		{"broker port busy", []string{"broker", "--listen", busy.Addr().String()}, exitConfig, "--listen 127.0.0.1:0"},
+		{"demo without its module", []string{"demo", "--wasm", filepath.Join(tmp, "absent.wasm")}, exitConfig, "absent.wasm"},
+		{"status --wait 0 means zero", []string{"status", "--group", "g", "--broker", natsURL, "--wait", "0"}, exitFailure, "within 0s"},
+		{"resign without group", []string{"resign"}, exitUsage, "--group is required"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t0 := time.Now()
+			code, _, stderr := runCLI(t, 30*time.Second, nil, c.args...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, c.code, stderr)
+			}
+			oneErrorLine(t, stderr, c.want)
+			for _, leak := range []string{"strconv.", " host: ", "hostfuncs: ", "_ms", "member_keys", "RuntimeConfig"} {
+				if strings.Contains(strings.TrimPrefix(stderr, "electhost: "), leak) {
+					t.Fatalf("error names an internal (%q): %s", leak, stderr)
+				}
+			}
+			if d := time.Since(t0); d > 5*time.Second {
+				t.Fatalf("took %v: a failure that needs no waiting must be immediate", d)
+			}
+		})
+	}
+}
+
+// TestCLICorruptStateNamesRecovery: a corrupt state file names the command
+// that resets the member, and that command works.
+func TestCLICorruptStateNamesRecovery(t *testing.T) {
+	natsURL, _ := natstest.Start(t)
+	dir := t.TempDir()
+	args := []string{"run", "--once", "--group", "g", "--id", "solo", "--members", "solo", "--heartbeat", "100ms", "--election-timeout", "600ms",
+		"--state-dir", dir, "--broker", natsURL, "--", "true"}
+	if code, _, stderr := runCLI(t, 60*time.Second, nil, args...); code != 0 {
+		t.Fatalf("first run: exit %d\n%s", code, stderr)
+	}
+	file, err := hostfuncs.StateFileName(host.StateName("solo", "g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, file), []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, 60*time.Second, nil, args...)
+	if code != exitConfig {
+		t.Fatalf("corrupt state: exit %d, want 3\n%s", code, stderr)
+	}
+	reset := "electhost reset-state --group g --id solo --state-dir " + dir
+	oneErrorLine(t, stderr, reset)
+	if code, out, stderr := runCLI(t, 30*time.Second, nil, strings.Fields(reset)[1:]...); code != 0 || !strings.Contains(out, "starts from term 0") {
+		t.Fatalf("%s: exit %d\n%s%s", reset, code, out, stderr)
+	}
+	if code, _, stderr := runCLI(t, 60*time.Second, nil, args...); code != 0 {
+		t.Fatalf("after reset-state: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestCLIUnwritableDefaultCache: the default compilation cache directory
+// unusable is a warning, not a failure.
+func TestCLIUnwritableDefaultCache(t *testing.T) {
+	natsURL, _ := natstest.Start(t)
+	notADir := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(notADir, []byte("x"), 0o644)
+	code, _, stderr := runCLI(t, 60*time.Second, []string{"XDG_CACHE_HOME=" + notADir, "HOME=" + notADir},
+		"run", "--once", "--group", "g", "--id", "solo", "--members", "solo", "--heartbeat", "100ms", "--election-timeout", "600ms",
+		"--state-dir", t.TempDir(), "--broker", natsURL, "--", "true")
+	if code != 0 || !strings.Contains(stderr, "compilation cache unusable") {
+		t.Fatalf("exit %d, want 0 with a warning\n%s", code, stderr)
 	}
 }

@@ -147,6 +147,11 @@ func (a *authFlags) apply(cfg *core.Config) error {
 		return nil
 	}
 	if a.keyFile == "" {
+		if a.membersFile != "" { // a missing or bad members file first: it is what the user gave
+			if _, _, err := loadMembersFile(a.membersFile); err != nil {
+				return err
+			}
+		}
 		return usageErrorf("authentication needs --key (this agent's private key, or the group's HMAC key)")
 	}
 	key, isEd, err := loadPrivateKey(a.keyFile)

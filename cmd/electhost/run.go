@@ -68,7 +68,25 @@ ELECT_LEADER and ELECT_ID in its environment; it gets SIGTERM as soon as the
 leadership or its lease is lost, SIGKILL --grace later; if it exits while
 the agent still leads it is restarted with back-off. In quorum mode the lease
 is shortened by --grace + 50ms so that CMD is dead before anyone else can be
-elected. See README.md.`,
+elected.
+
+With --once, CMD runs once when this agent leads: when it exits, the agent
+resigns and electhost exits with CMD's exit code (128+N if a signal N
+killed it), like consul lock. Losing the leadership first stops CMD
+(SIGTERM) and exits 1.
+
+While it runs, "electhost resign --group G [--to ID]" hands its leadership
+over (see electhost resign --help).
+
+Exit status:
+  0  stopped by SIGINT/SIGTERM after a graceful resign (--once: CMD exited 0)
+  1  an unexpected failure; --once: leadership lost while CMD ran
+  2  bad flags or a config the core refuses; CMD not found
+  3  state directory, module, --http address or saved state unusable
+  4  the transport (NATS, pilotctl, the pilot daemon) unreachable
+  5  another process runs with this --id (duplicate id): fix, do not restart
+  N  --once: CMD's own exit code
+Every flag, default and exit code: cmd/electhost/README.md.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 				if dash > 0 {
@@ -456,9 +474,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	}
 
 	// Callbacks may fire before Join returns: mets must exist first.
-	logger.Info("starting", "mode", o.cfg.Mode, "transport", o.tf.kind, "broker", o.tf.broker, "state_dir", o.stateDir,
-		"heartbeat", o.heartbeat, "members", strings.Join(o.cfg.Members, ","))
-	el, err = agent.Join(ctx, o.cfg, cbs)
+	el, err = agent.Join(ctx, o.cfg, cbs) // the host logs "joined election"
 	elp.Store(el)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -475,6 +491,8 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	st.mu.Lock()
 	st.joined = true
 	st.mu.Unlock()
+	logger.Info("running", "mode", o.cfg.Mode, "transport", o.tf.kind, "broker", o.tf.broker, "state_dir", o.stateDir,
+		"heartbeat", o.heartbeat, "members", strings.Join(o.cfg.Members, ","), "once", o.once)
 
 	ctl := &controller{group: o.group, id: o.id, members: o.cfg.Members, et: time.Duration(o.cfg.ElectionTimeoutMs) * time.Millisecond,
 		el: func() *host.Election { return elp.Load() }, st: st}

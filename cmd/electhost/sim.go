@@ -68,7 +68,7 @@ exit 1 after printing the seed and the command that replays it.`,
 	f.StringVar(&o.scenario, "scenario", "all", "all, faults, failover, resign or heal")
 	f.IntVar(&o.cycles, "cycles", 0, "crashes/resigns/heals per seed in the measuring scenarios (default 10)")
 	f.BoolVar(&o.jsonOut, "json", false, "print a JSON report")
-	f.BoolVar(&o.noBar, "no-progress", false, "no progress bar even on a terminal")
+	f.BoolVar(&o.noBar, "no-progress", false, "no progress on stderr (a bar on a terminal, else a line every 5s with an ETA)")
 	f.BoolVar(&o.adversary, "adversary", false, "add an attacker that forges, replays and floods messages (core/sim/adversary.go)")
 	f.BoolVar(&o.targeted, "targeted", false, "add the targeted adversarial schedule to the fault mix (core/sim/targeted.go): opposite clock drift, leader cut off with a minority, late votes, crash loops, partial resigns")
 	f.StringVar(&o.auth, "auth", "", "authentication of the simulated swarm: off, hmac or ed25519 (default hmac with --adversary, else off)")
@@ -110,10 +110,12 @@ type statsJSON struct {
 	P99  int64   `json:"p99"`
 	Max  int64   `json:"max"`
 	Mean float64 `json:"mean"`
+	// MaxSeed is the seed whose run gave Max: replay it with --seed.
+	MaxSeed uint64 `json:"max_seed"`
 }
 
 func toStats(s sim.Stats) statsJSON {
-	return statsJSON{N: s.N, P50: s.P50, P99: s.P99, Max: s.Max, Mean: s.Mean}
+	return statsJSON{N: s.N, P50: s.P50, P99: s.P99, Max: s.Max, Mean: s.Mean, MaxSeed: s.MaxSeed}
 }
 
 func optStats(s sim.Stats) *statsJSON {
@@ -189,18 +191,37 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// progressBar draws "[#####     ]  42% 420/1000 seeds  3.1s" on a terminal.
+// progressBar draws "[#####     ]  42% 420/1000 seeds  3.1s" on a terminal;
+// elsewhere (a log, CI) it prints a line every progressEvery, with an ETA.
 type progressBar struct {
 	w     io.Writer
 	label string
 	start time.Time
+	tty   bool
 	mu    sync.Mutex
 	last  time.Time
 }
 
+// progressEvery is how often sim reports progress where it cannot redraw.
+const progressEvery = 5 * time.Second
+
 func (p *progressBar) update(done, total int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.tty {
+		if p.last.IsZero() {
+			p.last = p.start
+		}
+		if done >= total || time.Since(p.last) < progressEvery {
+			return
+		}
+		p.last = time.Now()
+		el := time.Since(p.start)
+		eta := time.Duration(float64(el) * float64(total-done) / float64(max(done, 1)))
+		fmt.Fprintf(p.w, "sim %s: %d/%d seeds (%d%%), %v elapsed, about %v left\n", p.label, done, total, 100*done/max(total, 1),
+			el.Round(time.Second), eta.Round(time.Second))
+		return
+	}
 	if done < total && time.Since(p.last) < 100*time.Millisecond {
 		return
 	}
@@ -229,8 +250,8 @@ func (o *simOptions) run(stdout, stderr io.Writer) error {
 	violationScenario := map[int]sim.Scenario{}
 	for _, sc := range scenarios {
 		var progress func(done, total int)
-		if !o.noBar && isTerminal(stderr) {
-			bar := &progressBar{w: stderr, label: string(sc), start: time.Now()}
+		if !o.noBar {
+			bar := &progressBar{w: stderr, label: string(sc), start: time.Now(), tty: isTerminal(stderr)}
 			progress = bar.update
 		}
 		r, err := sim.RunMany(o.options(sc), seeds, progress)
@@ -288,15 +309,15 @@ func printSimTable(w io.Writer, r *simReport) {
 	if r.Nodes != 0 {
 		nodes = fmt.Sprint(r.Nodes)
 	}
-	fmt.Fprintf(w, "electcore simulator: mode %s, scenario %s, nodes %s, seeds %d..%d (%d runs, %.1f s of virtual time, %d ms real)\n\n",
-		r.Mode, r.Scenario, nodes, r.FirstSeed, r.FirstSeed+uint64(r.Seeds)-1, r.Runs, float64(r.VirtualMs)/1000, r.ElapsedMs)
+	fmt.Fprintf(w, "electcore simulator: mode %s, scenario %s, nodes %s, seeds %d..%d (%d runs, %s of virtual time, %s real)\n\n",
+		r.Mode, r.Scenario, nodes, r.FirstSeed, r.FirstSeed+uint64(r.Seeds)-1, r.Runs, humanDuration(r.VirtualMs), humanDuration(r.ElapsedMs))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEASURE\tN\tP50\tP99\tMAX\tMEAN")
+	fmt.Fprintln(tw, "MEASURE\tN\tP50\tP99\tMAX\tMAX SEED\tMEAN")
 	row := func(name string, s statsJSON, unit string) {
 		if s.N == 0 {
 			return
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d%s\t%d%s\t%d%s\t%.1f%s\n", name, s.N, s.P50, unit, s.P99, unit, s.Max, unit, s.Mean, unit)
+		fmt.Fprintf(tw, "%s\t%d\t%d%s\t%d%s\t%d%s\t%d\t%.1f%s\n", name, s.N, s.P50, unit, s.P99, unit, s.Max, unit, s.MaxSeed, s.Mean, unit)
 	}
 	row("failover (all know)", r.FailoverMs, " ms")
 	row("failover (elected)", r.FailoverElectedMs, " ms")
@@ -311,7 +332,22 @@ func printSimTable(w io.Writer, r *simReport) {
 		row("liveness after faults", *r.LivenessMs, " ms")
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nelections %d, split brains (bully, partitioned: allowed) %d, violations %d\n", r.Elections, r.SplitBrains, len(r.Violations))
+	fmt.Fprintf(w, "\nelections %d, split brains (bully, partitioned: allowed) %d, violations %d; replay a seed: electhost sim --seed S --scenario ...\n", r.Elections, r.SplitBrains, len(r.Violations))
+}
+
+// humanDuration prints milliseconds in the largest sensible unit:
+// "850 ms", "12.3 s", "4 min 5 s", "2 h 13 min".
+func humanDuration(ms int64) string {
+	d := time.Duration(ms) * time.Millisecond
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", ms)
+	case d < time.Minute:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%d min %d s", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%d h %d min", int(d.Hours()), int(d.Minutes())%60)
 }
 
 // runReplay runs one seed with its trace recorded and prints it.

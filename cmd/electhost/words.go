@@ -21,7 +21,7 @@ func userWords(msg string) string {
 	for _, p := range []string{"hostfuncs: ", "host: ", "supervise: ", "core: "} {
 		msg = strings.ReplaceAll(msg, p, "")
 	}
-	return msg
+	return strings.ReplaceAll(msg, "RuntimeConfig.WasmPath (--wasm)", "--wasm")
 }
 
 // msDur prints a millisecond count from the core as a duration flag value.

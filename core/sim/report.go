@@ -121,6 +121,33 @@ type Stats struct {
 	P99  int64   `json:"p99"`
 	Max  int64   `json:"max"`
 	Mean float64 `json:"mean"`
+	// MaxSeed is the seed of the run that produced Max (replay it with
+	// electhost sim --seed).
+	MaxSeed uint64 `json:"max_seed"`
+}
+
+// sample is one measurement and the seed of its run.
+type sample struct {
+	v    int64
+	seed uint64
+}
+
+// newSeededStats is NewStats that also names the seed of the maximum (the
+// first run to reach it).
+func newSeededStats(ss []sample) Stats {
+	v := make([]int64, len(ss))
+	best := -1
+	for i, x := range ss {
+		v[i] = x.v
+		if best < 0 || x.v > ss[best].v {
+			best = i
+		}
+	}
+	st := NewStats(v)
+	if best >= 0 {
+		st.MaxSeed = ss[best].seed
+	}
+	return st
 }
 
 // NewStats computes nearest-rank percentiles.
@@ -222,7 +249,7 @@ func RunMany(opts Options, seeds []uint64, progress func(done, total int)) (*Rep
 // Aggregate summarises results (nil entries are skipped).
 func Aggregate(results []*Result) *Report {
 	r := &Report{Violations: []Violation{}}
-	var foE, foK, pubs, hoE, hoK, heal, live []int64
+	var foE, foK, pubs, hoE, hoK, heal, live []sample
 	chain := newChain()
 	for _, res := range results {
 		if res == nil {
@@ -236,25 +263,25 @@ func Aggregate(results []*Result) *Report {
 		r.Elections += res.Elections
 		r.SplitBrains += res.SplitBrains
 		for _, f := range res.Failovers {
-			foE = append(foE, f.ElectedMs)
-			foK = append(foK, f.KnownMs)
-			pubs = append(pubs, f.Publishes)
+			foE = append(foE, sample{f.ElectedMs, res.Seed})
+			foK = append(foK, sample{f.KnownMs, res.Seed})
+			pubs = append(pubs, sample{f.Publishes, res.Seed})
 		}
 		for _, h := range res.Handoffs {
-			hoE = append(hoE, h.ElectedMs)
-			hoK = append(hoK, h.KnownMs)
+			hoE = append(hoE, sample{h.ElectedMs, res.Seed})
+			hoK = append(hoK, sample{h.KnownMs, res.Seed})
 		}
 		for _, h := range res.Heals {
-			heal = append(heal, h.ConvergedMs)
+			heal = append(heal, sample{h.ConvergedMs, res.Seed})
 		}
 		if res.Scenario == ScenarioFaults {
-			live = append(live, res.LivenessMs)
+			live = append(live, sample{res.LivenessMs, res.Seed})
 		}
 		chain.add(res.TraceHash)
 	}
-	r.FailoverElected, r.FailoverKnown, r.PublishesPerElection = NewStats(foE), NewStats(foK), NewStats(pubs)
-	r.HandoffElected, r.HandoffKnown = NewStats(hoE), NewStats(hoK)
-	r.HealConverged, r.Liveness = NewStats(heal), NewStats(live)
+	r.FailoverElected, r.FailoverKnown, r.PublishesPerElection = newSeededStats(foE), newSeededStats(foK), newSeededStats(pubs)
+	r.HandoffElected, r.HandoffKnown = newSeededStats(hoE), newSeededStats(hoK)
+	r.HealConverged, r.Liveness = newSeededStats(heal), newSeededStats(live)
 	r.TraceHash = chain.sum()
 	return r
 }

@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -23,6 +26,13 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	testwasm.Cleanup()
 	os.Exit(code)
+}
+
+// TestHelp: --help prints the usage and is a success (main exits 0).
+func TestHelp(t *testing.T) {
+	if err := run(context.Background(), []string{"--help"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("--help: %v, want flag.ErrHelp", err)
+	}
 }
 
 // TestMem runs three agents in this process over the in-memory bus: exactly

@@ -12,7 +12,7 @@
 import { parseArgs } from 'node:util';
 import readline from 'node:readline';
 import { quietWasiWarning, loadCore, natsSubject, defaultWasmPath, RESET_EVERY } from './lib/electcore.mjs';
-import { Agent, FileStore, MemStore } from './lib/agent.mjs';
+import { Agent, FileStore, MemStore, userMessage } from './lib/agent.mjs';
 
 quietWasiWarning();
 
@@ -91,7 +91,7 @@ const agent = new Agent({
 
 try {
   await agent.join(config);
-} catch (e) { fail(2, `join ${opts.group}: ${e.message}`); }
+} catch (e) { fail(2, userMessage(e.message)); }
 emit({ event: 'ready', group: opts.group, engine: core.kind, members: config.members, wasm: opts.wasm ?? defaultWasmPath() });
 
 async function stop(code = 0) {

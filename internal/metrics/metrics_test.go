@@ -16,7 +16,7 @@ func TestExposition(t *testing.T) {
 	var scrapes atomic.Int32
 	m := New("g1", "a", func() Snapshot {
 		scrapes.Add(1)
-		return Snapshot{Elections: 3, Term: 9, IsLeader: true, MessagesIn: 100, MessagesOut: 50, Rejected: 2, Traps: 1}
+		return Snapshot{Elections: 3, Term: 9, IsLeader: true, MessagesIn: 100, MessagesOut: 50, Rejected: 2, Traps: 1, DuplicateIDs: 4}
 	})
 	m.LeaderChanged()
 	m.LeaderChanged()
@@ -31,6 +31,7 @@ func TestExposition(t *testing.T) {
 		`electcore_messages_published_total{group="g1",id="a"} 50`,
 		`electcore_messages_rejected_total{group="g1",id="a"} 2`,
 		`electcore_wasm_traps_total{group="g1",id="a"} 1`,
+		`electcore_duplicate_ids_total{group="g1",id="a"} 4`,
 		`electcore_leader_changes_total{group="g1",id="a"} 2`,
 		`electcore_failover_seconds_bucket{group="g1",id="a",le="2"} 1`,
 		`electcore_failover_seconds_count{group="g1",id="a"} 1`,

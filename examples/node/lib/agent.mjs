@@ -219,3 +219,19 @@ export class Agent {
     this.store.release?.();
   }
 }
+
+// userMessage turns a refusal from the core, as the SDK reports it
+// ('Plugin-originated error: join "x": join: members: must include ...'),
+// into the CLI's words: no SDK prefix, no repeated "join", and the core's
+// config field names as this CLI's flags.
+export function userMessage(msg) {
+  let m = String(msg).replace(/^Plugin-originated error: /, '').replace(/^join "[^"]*": (join: )?/, '');
+  const flags = [
+    [/^heartbeat_ms /, '--heartbeat-ms '], [/^election_timeout_ms /, '--election-timeout-ms '],
+    [/^lease_ms /, '--lease-ms '], [/^members: /, '--members: '], [/^(id|group|mode|priority)\b/, '--$1'],
+  ];
+  for (const [re, flag] of flags) {
+    if (re.test(m)) { m = m.replace(re, flag); break; }
+  }
+  return m.replace(/this agent's id/, "this agent's --id");
+}

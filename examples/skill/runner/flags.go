@@ -12,6 +12,7 @@ type flags struct {
 	priority                                              uint
 	agents                                                int
 	heartbeat, electionTimeout, duration                  time.Duration
+	leaseEvents                                           bool
 }
 
 func newFlags() *flags {
@@ -28,6 +29,7 @@ func newFlags() *flags {
 	f.DurationVar(&f.heartbeat, "heartbeat", 100*time.Millisecond, "heartbeat interval")
 	f.DurationVar(&f.electionTimeout, "election-timeout", 600*time.Millisecond, "election timeout")
 	f.DurationVar(&f.duration, "duration", 0, "stop after this long (default: on SIGINT/SIGTERM)")
+	f.BoolVar(&f.leaseEvents, "lease-events", false, "also print lease events (one per heartbeat while leading)")
 	return f
 }
 

@@ -16,6 +16,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -31,6 +33,9 @@ import (
 
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return // --help: the usage is printed, a success
+		}
 		fmt.Fprintln(os.Stderr, "runner:", err)
 		os.Exit(1)
 	}
@@ -47,7 +52,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	mod, err := Load(ctx, wasm) // compiling takes ~1.5 s
+	fmt.Fprintf(os.Stderr, "runner: compiling %s (%.1f MB; about 1-2 s)\n", fs.wasm, float64(len(wasm))/1e6)
+	mod, err := Load(ctx, wasm)
 	if err != nil {
 		return fmt.Errorf("%s: %w", fs.wasm, err)
 	}
@@ -62,6 +68,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	enc := json.NewEncoder(stdout)
 	print := func(id string) func(Event) {
 		return func(ev Event) {
+			if ev.Kind == core.EventLease.String() && !fs.leaseEvents {
+				return // one per heartbeat while leading: noise unless asked for
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			enc.Encode(struct {

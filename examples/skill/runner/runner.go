@@ -150,6 +150,9 @@ type Runner struct {
 	clock  hostfuncs.Clock
 	logger *slog.Logger
 	onEv   func(Event)
+	// leading: the last became-leader not followed by stepped-down (so
+	// that shutdown resigns only a leadership it holds).
+	leading bool
 
 	inst   api.Module
 	outbox []hostfuncs.Message
@@ -253,6 +256,12 @@ func (r *Runner) call(ctx context.Context, name string, in []byte, args ...uint6
 		}
 	}
 	for _, ev := range r.events {
+		switch ev.Kind {
+		case core.EventBecameLeader.String():
+			r.leading = true
+		case core.EventSteppedDown.String(), core.EventLeft.String():
+			r.leading = false
+		}
 		r.onEv(ev)
 	}
 	if d := int64(res[0]); d < 0 {
@@ -311,10 +320,14 @@ func (r *Runner) loop(ctx context.Context, delay int64) {
 	for {
 		select {
 		case <-ctx.Done():
-			// Resign if leading (an error if not: ignored), then leave.
+			// Resign if leading, then leave.
 			sctx := context.WithoutCancel(ctx)
 			g := []byte(r.cfg.Group)
-			for _, k := range []core.CommandKind{core.CmdResign, core.CmdLeave} {
+			kinds := []core.CommandKind{core.CmdLeave}
+			if r.leading {
+				kinds = []core.CommandKind{core.CmdResign, core.CmdLeave}
+			}
+			for _, k := range kinds {
 				if _, err := r.call(sctx, "hd_command", g, uint64(k), uint64(len(g)), 0); err != nil && !isModuleError(err) {
 					break
 				}

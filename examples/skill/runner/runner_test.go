@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
+	"io"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -226,4 +230,32 @@ func TestRestart(t *testing.T) {
 		t.Fatalf("restarted at term %d, had led term %d", ev2.Term, ev.Term)
 	}
 	t.Logf("led term %d; restarted at term %d", ev.Term, ev2.Term)
+}
+
+// TestRunnerOutput: the runner's own output, as a skill sees it. --help is
+// a success; by default no lease event per heartbeat; a follower's shutdown
+// does not resign (no "resign: not the leader" rejection).
+func TestRunnerOutput(t *testing.T) {
+	if err := run(context.Background(), []string{"--help"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("--help: %v, want flag.ErrHelp (exit 0)", err)
+	}
+	var out strings.Builder
+	err := run(context.Background(), []string{"--wasm", testwasm.HostDriven(t), "--transport", "mem", "--agents", "3", "--duration", "4s"}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var ev Event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		kinds[ev.Kind]++
+		if ev.Kind == "rejected" {
+			t.Errorf("rejection printed: %s", line)
+		}
+	}
+	if kinds["became-leader"] == 0 || kinds["lease"] != 0 || kinds["left"] != 3 {
+		t.Fatalf("event kinds %v: want a became-leader, no lease, 3 left\n%s", kinds, out.String())
+	}
 }

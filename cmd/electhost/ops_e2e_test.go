@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/electcore/electcore/hostfuncs/natstest"
+)
+
+// TestE2EResignTransferWatch: the operator's commands against running
+// agents (issue 12, items 1 and 2): `status --watch --json` prints each
+// leader change as NDJSON; `electhost resign --to` hands over through the
+// 0600 control socket; a follower refuses; POST /resign over --http needs
+// the token file; a state directory without an agent is exit 3.
+func TestE2EResignTransferWatch(t *testing.T) {
+	natsURL, _ := natstest.Start(t)
+	hb, et := 100*time.Millisecond, 600*time.Millisecond
+	c := newCluster(t, 3, []string{"--broker", natsURL}, nil, hb, et, 20*time.Millisecond)
+	for _, id := range c.ids {
+		c.start(id)
+	}
+	leader, term, _ := c.waitAgreement("", 1, 20*time.Second)
+
+	// The watcher: NDJSON on stdout until SIGINT.
+	watch := exec.Command(binPath, "status", "--group", c.group, "--broker", natsURL, "--heartbeat", hb.String(), "--watch", "--json")
+	watch.Env = append(os.Environ(), "ELECTCORE_WASM="+wasmPath)
+	wout, err := watch.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan watchEvent, 64)
+	go func() {
+		sc := bufio.NewScanner(wout)
+		for sc.Scan() {
+			var ev watchEvent
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				t.Errorf("status --watch --json line %q: %v", sc.Text(), err)
+				continue
+			}
+			events <- ev
+		}
+		close(events)
+	}()
+	waitWatch := func(leader string, minTerm uint64) watchEvent {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					t.Fatal("status --watch ended")
+				}
+				if ev.Leader == leader && ev.Term >= minTerm && ev.Group == c.group {
+					return ev
+				}
+			case <-deadline:
+				t.Fatalf("status --watch never printed leader %s at term >= %d", leader, minTerm)
+			}
+		}
+	}
+	waitWatch(leader, term)
+
+	stateDir := func(id string) string { return filepath.Join(c.root, "state-"+id) }
+	sock := filepath.Join(stateDir(leader), controlSocketName)
+	if st, err := os.Stat(sock); err != nil || st.Mode().Perm() != 0o600 || st.Mode()&os.ModeSocket == 0 {
+		t.Fatalf("control socket %s: %v %v, want a socket with mode 0600", sock, st.Mode(), err)
+	}
+	if st, err := os.Stat(filepath.Join(stateDir(leader), controlTokenName)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("control token: %v %v, want mode 0600", st, err)
+	}
+
+	// A follower refuses, naming the leader.
+	var follower, target string
+	for _, id := range c.ids {
+		if id != leader {
+			if follower == "" {
+				follower = id
+			} else {
+				target = id
+			}
+		}
+	}
+	code, _, stderr := runCLI(t, 30*time.Second, nil, "resign", "--group", c.group, "--state-dir", stateDir(follower))
+	if code != exitFailure {
+		t.Fatalf("resign on follower %s: exit %d, want 1\n%s", follower, code, stderr)
+	}
+	oneErrorLine(t, stderr, follower+" is not the leader of "+c.group+": "+leader+" is")
+
+	// Transfer to a named member.
+	code, stdout, stderr := runCLI(t, 30*time.Second, nil, "resign", "--group", c.group, "--state-dir", stateDir(leader), "--to", target)
+	if code != 0 || !strings.Contains(stdout, target+" leads term") {
+		t.Fatalf("resign --to %s: exit %d\nstdout: %s\nstderr: %s", target, code, stdout, stderr)
+	}
+	newLeader, newTerm, _ := c.waitAgreement(leader, term+1, 10*time.Second)
+	if newLeader != target {
+		t.Fatalf("after resign --to %s: %s leads term %d", target, newLeader, newTerm)
+	}
+	waitWatch(target, term+1)
+
+	// POST /resign over --http: 401 without the token, done with it.
+	tp := c.proc(target)
+	resp, err := httpClient.Post("http://"+tp.httpAddr+"/resign?group="+c.group, "", nil)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("POST /resign without a token: %v %v, want 401", resp, err)
+	}
+	resp.Body.Close()
+	token, err := os.ReadFile(filepath.Join(stateDir(target), controlTokenName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+tp.httpAddr+"/resign?group="+c.group+"&to="+leader, nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err = httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep resignReply
+	json.NewDecoder(resp.Body).Decode(&rep)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !rep.OK || rep.From != target {
+		t.Fatalf("POST /resign with the token: %d %+v", resp.StatusCode, rep)
+	}
+	if l, _, _ := c.waitAgreement(target, newTerm+1, 10*time.Second); l != leader {
+		t.Fatalf("after POST /resign to %s: %s leads", leader, l)
+	}
+	waitWatch(leader, newTerm+1)
+
+	// No agent behind a state directory.
+	code, _, stderr = runCLI(t, 30*time.Second, nil, "resign", "--group", c.group, "--state-dir", t.TempDir())
+	if code != exitConfig {
+		t.Fatalf("resign without an agent: exit %d, want 3\n%s", code, stderr)
+	}
+	oneErrorLine(t, stderr, "no electhost run agent answers")
+
+	watch.Process.Signal(syscall.SIGINT)
+	if err := watch.Wait(); err != nil {
+		t.Fatalf("status --watch after SIGINT: %v, want exit 0", err)
+	}
+	for _, id := range c.ids {
+		c.signal(id, syscall.SIGTERM)
+	}
+	for _, id := range c.ids {
+		if code := c.waitExit(id, 10*time.Second); code != 0 {
+			t.Fatalf("%s exit %d", id, code)
+		}
+		if _, err := os.Stat(filepath.Join(stateDir(id), controlSocketName)); !os.IsNotExist(err) {
+			t.Fatalf("%s left its control socket behind: %v", id, err)
+		}
+	}
+	c.checkCommandLog()
+}
+
+// TestE2ERunOnce: run --once runs the command once when leading, resigns
+// and exits with its exit code (a killed command: 128+signal), like consul
+// lock (issue 12, item 3).
+func TestE2ERunOnce(t *testing.T) {
+	natsURL, _ := natstest.Start(t)
+	for _, c := range []struct {
+		script string
+		code   int
+	}{
+		{`test "$ELECT_TERM" -ge 1 && test "$ELECT_LEADER" = solo`, 0},
+		{"exit 7", 7},
+		{"kill -KILL $$", 137},
+	} {
+		out := filepath.Join(t.TempDir(), "ran")
+		code, _, stderr := runCLI(t, 60*time.Second, nil, "run", "--once", "--group", "once", "--id", "solo", "--members", "solo",
+			"--heartbeat", "100ms", "--election-timeout", "600ms", "--state-dir", t.TempDir(), "--broker", natsURL,
+			"--", "sh", "-c", "echo ran >> "+out+"; "+c.script)
+		if code != c.code {
+			t.Fatalf("%q: exit %d, want %d\n%s", c.script, code, c.code, stderr)
+		}
+		if lines := readLines(out); len(lines) != 1 {
+			t.Fatalf("%q ran %d times, want once", c.script, len(lines))
+		}
+		if strings.Contains(stderr, "electhost: ") {
+			t.Fatalf("%q: an error line for the command's own exit code:\n%s", c.script, stderr)
+		}
+	}
+	code, _, stderr := runCLI(t, 30*time.Second, nil, "run", "--once", "--group", "once", "--id", "solo", "--members", "solo")
+	if code != exitUsage {
+		t.Fatalf("--once without a command: exit %d\n%s", code, stderr)
+	}
+	oneErrorLine(t, stderr, "--once needs the command")
+}
+
+// TestE2EDuplicateID: a second process started with a running agent's --id
+// (its own state directory) is detected through the incarnation on the
+// wire; both stop with exit 5 and one line naming the fix, and the rest of
+// the group keeps a leader (issue 12, item 5).
+func TestE2EDuplicateID(t *testing.T) {
+	natsURL, _ := natstest.Start(t)
+	hb, et := 100*time.Millisecond, 600*time.Millisecond
+	c := newCluster(t, 3, []string{"--broker", natsURL}, nil, hb, et, 20*time.Millisecond)
+	for _, id := range c.ids {
+		c.start(id)
+	}
+	c.waitAgreement("", 1, 20*time.Second)
+	dupID := c.ids[0]
+
+	// The duplicate: same --id, its own state directory, no command.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dup := exec.CommandContext(ctx, binPath, "run", "--group", c.group, "--id", dupID, "--members", strings.Join(c.ids, ","),
+		"--heartbeat", hb.String(), "--election-timeout", et.String(), "--state-dir", filepath.Join(c.root, "dup-state"), "--broker", natsURL)
+	dup.Env = append(os.Environ(), "ELECTCORE_WASM="+wasmPath)
+	var dupErr strings.Builder
+	dup.Stderr = &dupErr
+	err := dup.Run()
+	var ee *exec.ExitError
+	if ctx.Err() != nil || !asExit(err, &ee) || ee.ExitCode() != exitDuplicateID {
+		t.Fatalf("the duplicate: %v, want exit %d\n%s", err, exitDuplicateID, dupErr.String())
+	}
+	last := lastLine(dupErr.String())
+	if !strings.HasPrefix(last, "electhost: another process runs with --id "+dupID) || !strings.Contains(last, "give every agent its own --id") {
+		t.Fatalf("the duplicate's last line: %q", last)
+	}
+	if code := c.waitExit(dupID, 10*time.Second); code != exitDuplicateID {
+		t.Fatalf("the original %s: exit %d, want %d", dupID, code, exitDuplicateID)
+	}
+	b, _ := os.ReadFile(c.proc(dupID).logPath)
+	if l := lastLine(string(b)); !strings.Contains(l, "another process runs with --id "+dupID) {
+		t.Fatalf("the original's last line: %q", l)
+	}
+	// The other two still agree on a leader.
+	leader, term, _ := c.waitAgreement(dupID, 1, 10*time.Second)
+	for _, id := range c.ids[1:] {
+		s, _ := c.proc(id).status()
+		t.Logf("%s: duplicate_ids %d %q (leader %s term %d)", id, s.DuplicateIDs, s.LastDuplicateID, leader, term)
+	}
+}
+
+func asExit(err error, ee **exec.ExitError) bool {
+	e, ok := err.(*exec.ExitError)
+	*ee = e
+	return ok
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+

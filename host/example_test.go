@@ -1,0 +1,81 @@
+package host_test
+
+import (
+	"context"
+	"log"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/host"
+	"github.com/electcore/electcore/hostfuncs"
+)
+
+// Example_readme is the README's "Embed it in Go" snippet, compiled (go vet
+// and go test build it; TestReadmeSnippet keeps the two identical). It is
+// not run: it needs a NATS server and runs until interrupted.
+func Example_readme() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rt, err := host.NewRuntime(ctx, host.RuntimeConfig{}) // the module built into the program (or $ELECTCORE_WASM); compiles once, caches
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	tr, err := hostfuncs.NewNATSTransport(hostfuncs.NATSOptions{URL: "nats://127.0.0.1:4222"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tr.Close()
+	store, err := hostfuncs.OpenStateStore("/var/lib/myagent/election")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	// Logger: the library is silent unless given one.
+	agent, err := rt.NewAgent(ctx, host.AgentConfig{Transport: tr, Store: store, Logger: slog.Default()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer agent.Close(context.Background()) // resigns (hand-off) and leaves
+	_, err = agent.Join(ctx, core.Config{ID: "a", Group: "jobs", Members: []string{"a", "b", "c"}}, host.Callbacks{
+		OnStartedLeading: func(ctx context.Context, term uint64) { /* lead until ctx is done; tag every action with term */ },
+		OnStoppedLeading: func(term uint64, reason string) {},
+		OnNewLeader:      func(leader string, term uint64) {},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	<-ctx.Done()
+}
+
+// TestReadmeSnippet: the README's Go snippet is Example_readme's body,
+// verbatim, so what the README shows compiles.
+func TestReadmeSnippet(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "## Embed it in Go\n\n```go\n")
+	if !ok {
+		t.Fatal("README.md: no ```go block under \"## Embed it in Go\"")
+	}
+	block, _, _ = strings.Cut(block, "```\n")
+	src, err := os.ReadFile("example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ := strings.Cut(string(src), "func Example_readme() {\n")
+	body, _, _ = strings.Cut(body, "\n}\n")
+	var lines []string
+	for _, l := range strings.Split(body, "\n") {
+		lines = append(lines, strings.TrimPrefix(l, "\t"))
+	}
+	if want := strings.Join(lines, "\n") + "\n"; block != want {
+		t.Fatalf("README.md's snippet differs from Example_readme (host/example_test.go); make them identical.\nREADME:\n%s\nexample:\n%s", block, want)
+	}
+}
