@@ -195,7 +195,7 @@ func deriveTiming(mode core.Mode, hb, et, lease, grace time.Duration, withCmd bo
 		if et > 0 && et.Milliseconds() < 3*t.heartbeatMs {
 			return t, usageErrorf("--election-timeout %v must be at least 3×--heartbeat (%v)", et, 3*hb)
 		}
-		return t, usageErrorf("--heartbeat %v: %v", hb, err)
+		return t, usageErrorf("%s", configInFlags(err.Error()))
 	}
 	t.electionTimeoutMs = c.ElectionTimeoutMs
 	etd := time.Duration(t.electionTimeoutMs) * time.Millisecond
