@@ -228,7 +228,10 @@ a member, ...); 2 bad flags; 3 no agent runs with that state directory.`,
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := client.Do(req)
 			if err != nil {
-				if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) || strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "no such file") {
+				if errors.Is(err, os.ErrPermission) {
+					return configErrorf("control socket %s: permission denied: only the agent's own user can make it resign", sock)
+				}
+				if errors.Is(err, os.ErrNotExist) || strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "no such file") {
 					return configErrorf("no electhost run agent answers at %s (is it running with --id %s? give --id or --state-dir as it was started)", sock, id)
 				}
 				return configErrorf("control socket %s: %v", sock, err)

@@ -100,7 +100,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) (code
 	} else if isCobraUsageError(err) {
 		code = exitUsage
 	}
-	msg := strings.TrimSpace(err.Error())
+	msg := userWords(strings.TrimSpace(err.Error()))
 	msg = strings.ReplaceAll(msg, "\n", "; ")
 	if code == exitUsage {
 		msg += fmt.Sprintf(" (see 'electhost %s--help')", subcommandOf(root, args))
