@@ -12,7 +12,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/electcore/electcore/core"
@@ -87,7 +89,7 @@ func (c *controller) resign(ctx context.Context, req resignRequest) (resignReply
 	if req.To == c.id {
 		return fail(http.StatusConflict, "--to %s is this agent, which already leads %s", req.To, c.group)
 	}
-	if req.To != "" && len(c.members) > 0 && !contains(c.members, req.To) {
+	if req.To != "" && len(c.members) > 0 && !slices.Contains(c.members, req.To) {
 		return fail(http.StatusBadRequest, "--to %s is not a member of %s (members: %s)", req.To, c.group, strings.Join(c.members, ","))
 	}
 	rep.Term = cs.Term
@@ -113,15 +115,6 @@ func (c *controller) resign(ctx context.Context, req resignRequest) (resignReply
 	}
 	rep.OK = true
 	return rep, http.StatusOK
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // handler serves POST /resign (JSON body or ?group=&to= query). With
@@ -231,7 +224,7 @@ a member, ...); 2 bad flags; 3 no agent runs with that state directory.`,
 				if errors.Is(err, os.ErrPermission) {
 					return configErrorf("control socket %s: permission denied: only the agent's own user can make it resign", sock)
 				}
-				if errors.Is(err, os.ErrNotExist) || strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "no such file") {
+				if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
 					return configErrorf("no electhost run agent answers at %s (is it running with --id %s? give --id or --state-dir as it was started)", sock, id)
 				}
 				return configErrorf("control socket %s: %v", sock, err)

@@ -291,27 +291,13 @@ func (o *runOptions) complete(cmd *cobra.Command) error {
 
 // agentState is what run's HTTP endpoints and metrics read.
 type agentState struct {
-	mu          sync.Mutex
-	joined      bool
-	closed      bool
-	leader      string
-	term        uint64
-	leading     bool
-	leaderSince time.Time
-	lostAt      int64  // clock ms: last heard from the lost leader (or when it was lost)
-	prevLeader  string // the last non-empty leader
-	duplicates  uint64 // duplicate-id reports (this agent's id or a member's)
-	lastDup     string // the last report's reason
-}
-
-// lastLeader is the last leader known (current or lost).
-func (s *agentState) lastLeader() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.leader != "" {
-		return s.leader
-	}
-	return s.prevLeader
+	mu         sync.Mutex
+	joined     bool
+	closed     bool
+	leader     string // the last leader reported (OnNewLeader: never "")
+	term       uint64
+	duplicates uint64 // duplicate-id reports (this agent's id or a member's)
+	lastDup    string // the last report's reason
 }
 
 func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
@@ -392,21 +378,15 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 
 	cbs := host.Callbacks{
 		OnStartedLeading: func(lctx context.Context, term uint64) {
-			st.mu.Lock()
-			st.leading, st.leaderSince = true, time.Now()
-			st.mu.Unlock()
-			lead.start(lctx, term) // the host logs "started leading"
-		},
-		OnStoppedLeading: func(term uint64, reason string) {
-			st.mu.Lock()
-			st.leading = false
-			st.mu.Unlock() // the host logs "stopped leading"
+			lead.start(lctx, term) // the host logs "started leading" and "stopped leading"
 		},
 		OnNewLeader: func(leader string, term uint64) {
 			// Failover: from the last message heard from the previous
 			// leader (as the core saw it) to knowing the new one.
 			var lastHeard int64 = -1
-			prevLeader := st.lastLeader()
+			st.mu.Lock()
+			prevLeader := st.leader
+			st.mu.Unlock()
 			if e := elp.Load(); e != nil {
 				for _, m := range e.Status().Members {
 					if m.ID == prevLeader && m.LastHeard > 0 {
@@ -423,7 +403,6 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 			if leader != prev && prev != "" && lastHeard > 0 {
 				failover, measured = time.Duration(max(now-lastHeard, 0))*time.Millisecond, true
 			}
-			st.prevLeader = leader
 			st.mu.Unlock()
 			if leader != prev {
 				mets.LeaderChanged()
