@@ -148,7 +148,7 @@ func NewNativeAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 		return nil, errors.New("host: AgentConfig.Transport is required")
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler) // silent unless given one, as NewRuntime
 	}
 	return startAgent(cfg, &nativeCore{e: core.NewEngine()}), nil
 }

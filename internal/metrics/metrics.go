@@ -56,7 +56,7 @@ func New(group, id string, source func() Snapshot) *Metrics {
 		labels: labels,
 		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "electcore", Name: "leader_changes_total",
-			Help:        "Times this agent saw the group's leader change (including to none).",
+			Help:        "Times this agent saw the group's leader change to another member.",
 			ConstLabels: labels,
 		}),
 		failover: prometheus.NewHistogram(prometheus.HistogramOpts{
