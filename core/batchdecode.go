@@ -6,9 +6,9 @@ import "math"
 // UnmarshalMsg into a zero Input would, reusing in's slices. It is what the
 // wasm module runs on every step.
 //
-// The common batch — a time, maybe a wall clock, and bus messages — takes a
-// single pass over b with no other call: no CheckBatch walk, no msgp reader
-// calls, no allocation (a topic equal to the one decoded at the same index
+// The common batch — a time, maybe a wall clock, and bus messages, laid out
+// as the hosts' encoders write it — takes a single pass over b: no CheckBatch
+// walk, no msgp reader calls, no allocation (a topic equal to the one decoded at the same index
 // last time is reused, and payloads alias b, which must therefore not change
 // while in is used). In wasm a function call costs several times what it
 // does natively, so the generated decoder spent more on calls than on bytes
@@ -30,20 +30,22 @@ func DecodeInput(b []byte, in *Input) error {
 	return err
 }
 
-// decodeCommon decodes b into in if it is a map of now, wall and in (each at
-// most once), in being an array of {t: str, p: bin} maps, and nothing after
-// it. It returns false, with in in any state, for anything else.
+// decodeCommon decodes b into in if it is laid out as every encoder here
+// (msgp's, @msgpack/msgpack's) writes such a batch: a fixmap of now, wall,
+// in, and join and cmd if empty (each at most once, fixstr keys), in being a fixarray or array16 of
+// {"t": fixstr or str8, "p": bin8 or bin16} maps in that order, and nothing
+// after it. It returns false, with in in any state, for anything else. It
+// reads bytes directly instead of calling small readers: in wasm each call
+// costs more than the bytes it reads.
 func decodeCommon(b []byte, in *Input) bool {
-	i := 0
-	n, ok := mapLen(b, &i)
-	if !ok {
+	if len(b) == 0 || b[0]&0xf0 != 0x80 {
 		return false
 	}
+	n, i := int(b[0]&0x0f), 1
 	now, wall := int64(0), int64(0)
 	var seen uint8
 	msgs := in.Inbound[:0]
 	for ; n > 0; n-- {
-		// Keys: "now", "wall", "in" as fixstr.
 		if i >= len(b) || b[i]&0xe0 != 0xa0 {
 			return false
 		}
@@ -54,6 +56,7 @@ func decodeCommon(b []byte, in *Input) bool {
 		key := b[i+1 : i+1+kl]
 		i += 1 + kl
 		var bit uint8
+		var ok bool
 		switch string(key) {
 		case "now":
 			bit = 1
@@ -67,10 +70,21 @@ func decodeCommon(b []byte, in *Input) bool {
 			}
 		case "in":
 			bit = 4
-			cnt, ok := arrayLen(b, &i)
+			if i >= len(b) {
+				return false
+			}
+			var cnt int
+			switch c := b[i]; {
+			case c&0xf0 == 0x90:
+				cnt, i = int(c&0x0f), i+1
+			case c == 0xdc && len(b)-i > 2:
+				cnt, i = int(b[i+1])<<8|int(b[i+2]), i+3
+			default:
+				return false
+			}
 			// Every element takes at least a byte: a larger count is a
 			// truncated batch, for the full decoder to refuse.
-			if !ok || cnt > len(b)-i {
+			if cnt > len(b)-i {
 				return false
 			}
 			if cap(msgs) < cnt {
@@ -80,11 +94,20 @@ func decodeCommon(b []byte, in *Input) bool {
 			msgs = msgs[:0]
 			for k := 0; k < cnt; k++ {
 				var m Message
-				if !decodeMessage(b, &i, &m, prev[k].Topic) {
+				if i, ok = decodeMessage(b, i, &m, prev[k].Topic); !ok {
 					return false
 				}
 				msgs = append(msgs, m)
 			}
+		case "join", "cmd": // empty lists, as some encoders write them
+			bit = 8
+			if key[0] == 'c' {
+				bit = 16
+			}
+			if i >= len(b) || b[i] != 0x90 {
+				return false
+			}
+			i++
 		default:
 			return false
 		}
@@ -101,150 +124,45 @@ func decodeCommon(b []byte, in *Input) bool {
 	return true
 }
 
-// decodeMessage decodes a {t, p} map (each key exactly once); the topic
-// reuses last when equal.
-func decodeMessage(b []byte, i *int, m *Message, last string) bool {
-	n, ok := mapLen(b, i)
-	if !ok || n != 2 {
-		return false
+// decodeMessage decodes the {"t": fixstr|str8, "p": bin8|bin16} map at i
+// into m and returns the index after it; the topic reuses last when equal.
+func decodeMessage(b []byte, i int, m *Message, last string) (int, bool) {
+	if len(b)-i < 4 || b[i] != 0x82 || b[i+1] != 0xa1 || b[i+2] != 't' {
+		return i, false
 	}
-	var seen uint8
-	for ; n > 0; n-- {
-		if *i+2 > len(b) || b[*i] != 0xa1 {
-			return false
-		}
-		key := b[*i+1]
-		*i += 2
-		switch key {
-		case 't':
-			s, ok := strAt(b, i)
-			if !ok || seen&1 != 0 {
-				return false
-			}
-			seen |= 1
-			if string(s) == last {
-				m.Topic = last
-			} else {
-				m.Topic = string(s)
-			}
-		case 'p':
-			p, ok := binAt(b, i)
-			if !ok || seen&2 != 0 {
-				return false
-			}
-			seen |= 2
-			m.Payload = p
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// The readers below advance *i past one msgpack value of their kind, or
-// return false (unsupported prefix or truncated).
-
-func mapLen(b []byte, i *int) (int, bool) {
-	if *i >= len(b) {
-		return 0, false
-	}
-	c := b[*i]
-	switch {
-	case c&0xf0 == 0x80:
-		*i++
-		return int(c & 0x0f), true
-	case c == 0xde:
-		return lenAt(b, i, 2)
-	}
-	return 0, false
-}
-
-func arrayLen(b []byte, i *int) (int, bool) {
-	if *i >= len(b) {
-		return 0, false
-	}
-	c := b[*i]
-	switch {
-	case c&0xf0 == 0x90:
-		*i++
-		return int(c & 0x0f), true
-	case c == 0xdc:
-		return lenAt(b, i, 2)
-	case c == 0xdd:
-		return lenAt(b, i, 4)
-	}
-	return 0, false
-}
-
-// lenAt reads the w-byte big-endian length after the prefix at *i.
-func lenAt(b []byte, i *int, w int) (int, bool) {
-	if len(b)-*i-1 < w {
-		return 0, false
-	}
-	n := 0
-	for _, x := range b[*i+1 : *i+1+w] {
-		n = n<<8 | int(x)
-	}
-	*i += 1 + w
-	return n, true
-}
-
-// bytesAt returns the n bytes at *i, advancing past them.
-func bytesAt(b []byte, i *int, n int) ([]byte, bool) {
-	if n > len(b)-*i {
-		return nil, false
-	}
-	s := b[*i : *i+n : *i+n]
-	*i += n
-	return s, true
-}
-
-func strAt(b []byte, i *int) ([]byte, bool) {
-	if *i >= len(b) {
-		return nil, false
-	}
-	c := b[*i]
+	i += 3
 	var n int
-	ok := true
-	switch {
+	switch c := b[i]; {
 	case c&0xe0 == 0xa0:
-		*i++
-		n = int(c & 0x1f)
-	case c == 0xd9:
-		n, ok = lenAt(b, i, 1)
-	case c == 0xda:
-		n, ok = lenAt(b, i, 2)
-	case c == 0xdb:
-		n, ok = lenAt(b, i, 4)
+		n, i = int(c&0x1f), i+1
+	case c == 0xd9 && len(b)-i > 1:
+		n, i = int(b[i+1]), i+2
 	default:
-		return nil, false
+		return i, false
 	}
-	if !ok {
-		return nil, false
+	if len(b)-i < n+3 || b[i+n] != 0xa1 || b[i+n+1] != 'p' {
+		return i, false
 	}
-	return bytesAt(b, i, n)
-}
-
-func binAt(b []byte, i *int) ([]byte, bool) {
-	if *i >= len(b) {
-		return nil, false
-	}
-	var n int
-	ok := true
-	switch b[*i] {
-	case 0xc4:
-		n, ok = lenAt(b, i, 1)
-	case 0xc5:
-		n, ok = lenAt(b, i, 2)
-	case 0xc6:
-		n, ok = lenAt(b, i, 4)
+	topic := b[i : i+n]
+	i += n + 2
+	switch c := b[i]; {
+	case c == 0xc4 && len(b)-i > 1:
+		n, i = int(b[i+1]), i+2
+	case c == 0xc5 && len(b)-i > 2:
+		n, i = int(b[i+1])<<8|int(b[i+2]), i+3
 	default:
-		return nil, false
+		return i, false
 	}
-	if !ok {
-		return nil, false
+	if len(b)-i < n {
+		return i, false
 	}
-	return bytesAt(b, i, n)
+	if string(topic) == last {
+		m.Topic = last
+	} else {
+		m.Topic = string(topic)
+	}
+	m.Payload = b[i : i+n : i+n]
+	return i + n, true
 }
 
 // int64At reads any msgpack integer that fits an int64 (as msgp's

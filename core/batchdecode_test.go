@@ -36,14 +36,17 @@ func decodeInputSeeds(tb testing.TB) [][]byte {
 		seeds = append(seeds, b)
 	}
 	seeds = append(seeds,
-		[]byte{0x81, 0xa3, 'n', 'o', 'w', 0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0},                       // now: uint64 beyond int64
-		[]byte{0x81, 0xa3, 'n', 'o', 'w', 0xd1, 0xff, 0x85},                                      // now: int16 −123
-		[]byte{0x82, 0xa3, 'n', 'o', 'w', 0x01, 0xa3, 'n', 'o', 'w', 0x02},                       // duplicate key
-		[]byte{0x81, 0xa2, 'i', 'n', 0x91, 0x81, 0xa1, 't', 0xa1, 'x'},                           // message without p
-		[]byte{0x81, 0xa2, 'i', 'n', 0x91, 0x82, 0xa1, 't', 0xc4, 0x01, 'x', 0xa1, 'p', 0xc4, 0}, // topic as bin
-		[]byte{0x81, 0xa2, 'i', 'n', 0xdd, 0xff, 0xff, 0xff, 0xff},                               // huge count, truncated
-		[]byte{0x81, 0xa3, 'n', 'o', 'w', 0x01, 0x00},                                            // trailing byte
-		[]byte{0x81, 0xa1, 'x', 0x91, 0x91, 0x91, 0xc0},                                          // unknown key
+		[]byte{0x81, 0xa3, 'n', 'o', 'w', 0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0},                                 // now: uint64 beyond int64
+		[]byte{0x81, 0xa3, 'n', 'o', 'w', 0xd1, 0xff, 0x85},                                                // now: int16 −123
+		[]byte{0x82, 0xa3, 'n', 'o', 'w', 0x01, 0xa3, 'n', 'o', 'w', 0x02},                                 // duplicate key
+		[]byte{0x81, 0xa2, 'i', 'n', 0x91, 0x81, 0xa1, 't', 0xa1, 'x'},                                     // message without p
+		[]byte{0x81, 0xa2, 'i', 'n', 0x91, 0x82, 0xa1, 't', 0xc4, 0x01, 'x', 0xa1, 'p', 0xc4, 0},           // topic as bin
+		[]byte{0x81, 0xa2, 'i', 'n', 0xdd, 0xff, 0xff, 0xff, 0xff},                                         // huge count, truncated
+		[]byte{0x81, 0xa3, 'n', 'o', 'w', 0x01, 0x00},                                                      // trailing byte
+		[]byte{0x81, 0xa1, 'x', 0x91, 0x91, 0x91, 0xc0},                                                    // unknown key
+		[]byte{0x83, 0xa3, 'n', 'o', 'w', 0x05, 0xa4, 'j', 'o', 'i', 'n', 0x90, 0xa3, 'c', 'm', 'd', 0x90}, // empty join and cmd
+		[]byte{0x82, 0xa3, 'c', 'm', 'd', 0x90, 0xa3, 'c', 'm', 'd', 0x90},                                 // repeated empty cmd
+		[]byte{0x81, 0xa2, 'i', 'n', 0x91, 0x82, 0xa1, 'p', 0xc4, 0x00, 0xa1, 't', 0xa1, 'x'},              // p before t
 	)
 	return seeds
 }
@@ -112,6 +115,31 @@ func TestDecodeInputCommonPath(t *testing.T) {
 		}); allocs != 0 {
 			t.Fatalf("%+v: %v allocations per decode, want 0", in, allocs)
 		}
+	}
+}
+
+// TestDecodeInputNodeLayout: a batch as the Node example's encodeInput
+// writes it (empty join and cmd lists, keys in its order) takes the fast path.
+func TestDecodeInputNodeLayout(t *testing.T) {
+	hb := []byte(`{"type":"heartbeat"}`)
+	b := []byte{0x85, 0xa3, 'n', 'o', 'w', 0x07, 0xa4, 'w', 'a', 'l', 'l', 0x00, 0xa4, 'j', 'o', 'i', 'n', 0x90,
+		0xa2, 'i', 'n', 0x91, 0x82, 0xa1, 't', 0xaa}
+	b = append(b, "election:g"...)
+	b = append(b, 0xa1, 'p', 0xc4, byte(len(hb)))
+	b = append(b, hb...)
+	b = append(b, 0xa3, 'c', 'm', 'd', 0x90)
+	var got Input
+	if !decodeCommon(b, &got) {
+		t.Fatal("not decoded by the fast path")
+	}
+	want, err := decodeReference(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ge, _ := got.MarshalMsg(nil)
+	we, _ := want.MarshalMsg(nil)
+	if !bytes.Equal(ge, we) || got.Now != 7 || len(got.Inbound) != 1 || got.Inbound[0].Topic != "election:g" {
+		t.Fatalf("fast path %+v, reference %+v", got, want)
 	}
 }
 
