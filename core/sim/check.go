@@ -169,6 +169,11 @@ func (w *world) onEvent(n *node, ev *core.Event) {
 		}
 		w.lease(n, ev.LeaseUntil)
 	case core.EventSteppedDown:
+		if n.leader && ev.Reason == "resigned" && n.cfg.HandoffHoldMs > 0 && n.leaseEnd > w.now {
+			// Told to stop now, its work may take HandoffHoldMs of its
+			// clock to exit, but never outlives the lease it holds.
+			n.graceEnd = min(n.realAt(n.local(w.now)+n.cfg.HandoffHoldMs), n.leaseEnd)
+		}
 		w.setLeader(n, false, 0)
 	case core.EventLeaderChanged:
 		k := -1
@@ -226,6 +231,10 @@ func (w *world) lease(n *node, until int64) {
 		if m != n && m.up && m.leader && m.leaseEnd > w.now {
 			w.violation(InvLease, fmt.Sprintf("%s (term %d) took a lease until real %d while %s (term %d) holds one until real %d",
 				n.id, n.leaderTerm, end, m.id, m.leaderTerm, m.leaseEnd), m.idx, n.idx)
+		}
+		if m != n && m.up && m.graceEnd > w.now {
+			w.violation(InvLease, fmt.Sprintf("%s (term %d) took a lease until real %d while %s, which handed over, may act until real %d (hold %d ms)",
+				n.id, n.leaderTerm, end, m.id, m.graceEnd, m.cfg.HandoffHoldMs), m.idx, n.idx)
 		}
 	}
 	n.leaseEnd = max(n.leaseEnd, end)

@@ -56,9 +56,13 @@
 // How much of each is drawn from the seed, from calm to hostile, as are the
 // swarm size (3–7), priorities (often tied), timings, the batching windows
 // and the clock model. Then a quiet phase: the network heals, every node
-// restarts, and liveness is checked. FaultMix.SaveFail (not drawn: set it)
-// makes a step's save fail, handled as the Go host does: nothing of that
-// step is sent, its events are applied.
+// restarts, and liveness is checked. Saves fail too (FaultMix.SaveFail):
+// each host runs its Outputs through a core.PersistGate, as the Go host
+// does, which offers the unsaved state again before every later step and
+// holds back the group's publishes (lost, for bully's "connected") and a
+// leadership resting on it until a save succeeds; a crash loses the unsaved
+// state. Half the seeds give the nodes a HandoffHoldMs of up to half an
+// election timeout.
 //
 // Options.Targeted adds the targeted adversarial schedule (targeted.go),
 // which aims faults where the lease and vote rules are thinnest: clocks at
@@ -74,7 +78,8 @@
 //     mode: always. Bully mode: whenever the network was connected, meaning
 //     that from CollectMs·(1+drift) + Dmax before the first of the two
 //     elections until the second, no message was lost (to loss, a partition,
-//     an outage or a node being down), none took longer than Dmax, the
+//     an outage, a node being down, a crash in the middle of a publish or a
+//     failed save), none took longer than Dmax, the
 //     largest normal delay (latency + jitter), to arrive, no node was paused
 //     and none was replayed. Two bully leaders of one term in a split
 //     network are counted in Result.SplitBrains, not reported.
@@ -82,14 +87,17 @@
 //     two nodes hold a lease, a lease being held from the real instant of
 //     the Step whose EventBecameLeader or EventLease grants it until the
 //     real instant the holder's own clock reaches LeaseUntil, or it steps
-//     down, or it crashes (a pause does not end it).
+//     down, or it crashes (a pause does not end it). A leader that resigns
+//     (or transfers) with Config.HandoffHoldMs set is still taken to act
+//     until its clock has run that long after the resign, within its lease:
+//     nobody may take a lease meanwhile.
 //   - Terms never decrease in what a node persists, across restarts; a node
 //     never casts two different votes in one term (from its persisted votes,
 //     its granted vote messages, its own candidacies and the vote a resign
 //     implies); persist-before-send: it never sends a vote its persisted
 //     state does not cover, nor any message in its own term (all but
-//     pre-votes and pre-vote requests) beyond its persisted term, and never
-//     reports leading a term it has not persisted.
+//     pre-votes and pre-vote requests) beyond its persisted term, and its
+//     application is never told it leads a term not persisted.
 //   - Leadership events (quorum): a node whose application was told it
 //     leads term T (and not told it stepped down) never acks, grants a vote
 //     or campaigns in a later term.

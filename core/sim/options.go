@@ -115,7 +115,7 @@ type FaultMix struct {
 	Commands     int     `json:"commands"`       // random campaign, resign and transfer commands
 	Pauses       int     `json:"pauses"`         // a node's process frozen (GC, SIGSTOP) for up to 3 election timeouts
 	Replays      int     `json:"replays"`        // a real message delivered again, arbitrarily long after it was sent
-	SaveFail     float64 `json:"save_fail"`      // a step's Store.Save fails (the host then sends nothing of that step)
+	SaveFail     float64 `json:"save_fail"`      // a save fails (the host's core.PersistGate holds the group's publishes until one succeeds)
 }
 
 // drawFaults picks a fault mix from the seed: calm seeds (so that bully's
@@ -134,6 +134,7 @@ func drawFaults(r *rand.Rand, et int64) *FaultMix {
 	f.Commands = r.IntN(4)
 	f.Pauses = r.IntN(intensity + 1)
 	f.Replays = r.IntN(4*intensity + 1)
+	f.SaveFail = probs[r.IntN(intensity+1)]
 	return f
 }
 
@@ -192,6 +193,10 @@ func (o Options) normalize() (*setup, error) {
 			// Large drift bounds make the lease much shorter than the
 			// election timeout: an engine that ignored the bound is caught.
 			cfg.MaxDriftPPM = []int64{1_000, 30_000, 50_000, 100_000}[r.IntN(4)]
+		}
+		if cfg.HandoffHoldMs == 0 && r.IntN(2) == 0 {
+			// A resigning leader's work may run on for up to ET/2.
+			cfg.HandoffHoldMs = r.Int64N(cfg.ElectionTimeoutMs/2 + 1)
 		}
 	}
 	s.ids = make([]string, s.Nodes)

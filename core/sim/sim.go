@@ -3,6 +3,7 @@ package sim
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -34,6 +35,8 @@ func Run(o Options) (*Result, error) {
 	}
 	return res, nil
 }
+
+var errSaveFailed = errors.New("sim: save failed")
 
 type evKind uint8
 
@@ -137,6 +140,7 @@ type node struct {
 	crashMid    bool // crash after persisting the next step, mid-publish
 
 	persisted core.GroupState
+	gate      core.PersistGate // the host's, for this life
 	out       core.Output
 	reuseOut  bool
 
@@ -146,6 +150,9 @@ type node struct {
 	known      int   // index of the leader it knows, -1 none
 	leaseEnd   int64 // real time its lease runs out (exclusive); 0 none
 	leaseUntil int64 // local LeaseUntil of the lease it holds
+	// graceEnd: the real time until which its application may still act
+	// after it handed leadership over (Config.HandoffHoldMs); 0 none.
+	graceEnd int64
 
 	maxTerm uint64            // highest term it persisted, across restarts
 	votes   map[uint64]string // the vote it cast in each term, across restarts
@@ -471,6 +478,8 @@ func (w *world) crash(n *node) {
 	n.wakeAt = -1
 	n.stepGen++
 	n.stepPending = false
+	n.gate = core.PersistGate{} // unsaved state dies with the process
+	n.graceEnd = 0
 	w.setLeader(n, false, 0)
 	w.setKnown(n, -1)
 	n.leaseEnd = 0
@@ -572,22 +581,31 @@ func (w *world) step(n *node) error {
 		w.at(w.now+1, func() { w.start(n) })
 		return nil
 	}
-	// 1. Persist. A failed save is handled as the Go host does today: the
-	// state stays what was saved before, nothing of this step is sent.
-	pubs := out.Publishes
-	if len(out.Persist) > 0 && w.inFaultPhase() && w.Faults.SaveFail > 0 && w.net.Float64() < w.Faults.SaveFail {
-		w.res.SaveFailures++
-		pubs = nil
-	} else {
-		for _, p := range out.Persist {
-			w.checkPersist(n, p)
-			n.persisted = p
+	// 1. Persist, through the host's core.PersistGate: a failed save
+	// (FaultMix.SaveFail) leaves the state unsaved, offered again before
+	// every later step, and holds back the group's publishes (and a
+	// leadership resting on it) until a save succeeds.
+	held, _ := n.gate.Apply(out, func(p core.GroupState) error {
+		if w.inFaultPhase() && w.Faults.SaveFail > 0 && w.net.Float64() < w.Faults.SaveFail {
+			w.res.SaveFailures++
+			return errSaveFailed
 		}
+		w.checkPersist(n, p)
+		n.persisted = p
+		return nil
+	})
+	if held > 0 {
+		w.res.Dropped += int64(held * (len(w.nodes) - 1))
+		w.markDirty(w.now, w.now+w.dmax) // lost, as far as bully's safety goes
 	}
+	pubs := out.Publishes
 	// 2. Publish (a crash in the middle sends only a prefix).
 	crash := n.crashMid
 	if crash {
-		pubs = pubs[:w.flt.IntN(len(pubs)+1)]
+		if k := w.flt.IntN(len(pubs) + 1); k < len(pubs) {
+			pubs = pubs[:k]
+			w.markDirty(w.now, w.now+w.dmax) // the rest is lost
+		}
 	}
 	for i := range pubs {
 		w.checkPublish(n, pubs[i].Payload)

@@ -64,8 +64,13 @@ func TestFaultMixBully(t *testing.T) {
 	}
 }
 
-// TestTargetedBully: the targeted adversarial schedule (targeted.go) on top
-// of the fault mix, CISeeds seeds.
+// TestTargetedQuorum and TestTargetedBully: the targeted adversarial
+// schedule (targeted.go) on top of the fault mix, CISeeds seeds each.
+func TestTargetedQuorum(t *testing.T) {
+	t.Parallel()
+	runSuite(t, Options{Mode: core.ModeQuorum, Targeted: true}, 1)
+}
+
 func TestTargetedBully(t *testing.T) {
 	t.Parallel()
 	runSuite(t, Options{Mode: core.ModeBully, Targeted: true}, 1)
