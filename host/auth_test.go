@@ -184,7 +184,7 @@ func TestAuthThroughWasm(t *testing.T) {
 // stepping the native core and the module side by side, authenticated:
 // outputs byte-identical (signatures included) and no invariant broken.
 func TestAuthDifferentialSim(t *testing.T) {
-	pool := &instancePool{rt: fastRuntime(t)}
+	pool := &instancePool{rt: testRuntime(t)}
 	defer pool.close()
 	seeds := 6
 	if testing.Short() {
@@ -233,7 +233,7 @@ func BenchmarkVerifyWasm(b *testing.B) {
 				b.Run(rtName+"/"+string(mode)+"/"+kind, func(b *testing.B) {
 					r := testRuntime(b)
 					if rtName == "nointerrupt" {
-						r = fastRuntime(b)
+						r = testRuntime(b)
 					}
 					inst, err := r.NewInstance(context.Background())
 					if err != nil {

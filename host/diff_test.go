@@ -255,7 +255,7 @@ func TestDifferential(t *testing.T) {
 		seeds = v
 	}
 	// Most seeds on one runtime, some on another (two pools of instances).
-	fast, slow := &instancePool{rt: fastRuntime(t)}, &instancePool{rt: testRuntime(t)}
+	fast, slow := &instancePool{rt: testRuntime(t)}, &instancePool{rt: testRuntime(t)}
 	defer fast.close()
 	defer slow.close()
 	total := 0

@@ -46,16 +46,6 @@ func testRuntime(t testing.TB) *Runtime {
 	return rt
 }
 
-var (
-	fastOnce sync.Once
-	fastRT   *Runtime
-	fastErr  error
-)
-
-// fastRuntime is the test runtime. (It was a NoInterrupt runtime while
-// deadlines made calls ~7× slower; every runtime is fast now.)
-func fastRuntime(t testing.TB) *Runtime { return testRuntime(t) }
-
 // quietLogger logs warnings and errors only ($ELECTCORE_TEST_LOG=debug for all).
 func quietLogger() *slog.Logger {
 	level := slog.LevelWarn

@@ -22,7 +22,7 @@ func TestDifferentialSim(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("ELECTCORE_SIM_SEEDS")); err == nil {
 		seeds = v
 	}
-	pool := &instancePool{rt: fastRuntime(t)}
+	pool := &instancePool{rt: testRuntime(t)}
 	defer pool.close()
 	var total int64
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
