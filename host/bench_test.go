@@ -184,7 +184,7 @@ func (r *recordingStepper) Step(in *core.Input, out *core.Output) error {
 // benchNode runs benchStep's batches in Node (engine raw or extism): it
 // writes the setup batches, the 50 loop batches and the Go host's outputs
 // for them, and reports the per-step time examples/node/bench/step.mjs
-// measures (one Node process per call; b.N steps, 200 for the first probe).
+// measures (one Node process per call, timing max(b.N, 5000) steps).
 func benchNode(b *testing.B, engine string, empty bool) {
 	nodeDir, err := filepath.Abs("../examples/node")
 	if err != nil {
@@ -236,13 +236,16 @@ func benchNode(b *testing.B, engine string, empty bool) {
 	if err := os.WriteFile(path, frames, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	steps := b.N
-	if steps == 1 {
-		steps = 200
-	}
+	// Node's own loop times at least 5,000 steps whatever b.N is: with a
+	// duration -benchtime, the process start makes b.N tiny.
+	steps := max(b.N, 5000)
 	cmd := exec.Command("node", "bench/step.mjs", engine, path, strconv.Itoa(steps))
 	cmd.Dir = nodeDir
-	cmd.Env = append(os.Environ(), "ELECTCORE_WASM="+testWasm)
+	wasmPath, err := filepath.Abs(testWasm) // node runs in examples/node
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Env = append(os.Environ(), "ELECTCORE_WASM="+wasmPath)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.Output()
