@@ -50,7 +50,8 @@
 // sent, as the persist-before-send contract allows); broker outages (every
 // message dropped); wall-clock jumps; random campaign, resign and transfer
 // commands; pauses of a node's process (GC, SIGSTOP: of any node or of the
-// leader, for up to 3 election timeouts, its clock and lease running on);
+// leader, for a heartbeat interval plus up to 3 election timeouts, ending by
+// the end of the fault phase, its clock and lease running on);
 // replays of real messages arbitrarily long after they were sent (a sample
 // of every publish of the fault phase, however old, to one node or to all).
 // How much of each is drawn from the seed, from calm to hostile, as are the

@@ -113,7 +113,7 @@ type FaultMix struct {
 	Outages      int     `json:"outages"`        // broker outages: every message dropped
 	WallJumps    int     `json:"wall_jumps"`     // the wall clock jumps by up to a day either way
 	Commands     int     `json:"commands"`       // random campaign, resign and transfer commands
-	Pauses       int     `json:"pauses"`         // a node's process frozen (GC, SIGSTOP) for up to 3 election timeouts
+	Pauses       int     `json:"pauses"`         // a node's process frozen (GC, SIGSTOP) for a heartbeat interval plus up to 3 election timeouts
 	Replays      int     `json:"replays"`        // a real message delivered again, arbitrarily long after it was sent
 	SaveFail     float64 `json:"save_fail"`      // a save fails (the host's core.PersistGate holds the group's publishes until one succeeds)
 }

@@ -80,7 +80,7 @@ func TestTargetedBully(t *testing.T) {
 // and that the hosts really batch: steps handling several messages, and
 // steps whose Now was read before the step, at the batch's last arrival.
 func TestFaultsHappen(t *testing.T) {
-	var dropped, dups, outliers, crashes, pauses, replayed, batched, early int64
+	var dropped, dups, outliers, crashes, pauses, replayed, saveFails, batched, early int64
 	for s := range uint64(40) {
 		res, err := Run(Options{Seed: s + 1, Record: true})
 		if err != nil {
@@ -92,6 +92,7 @@ func TestFaultsHappen(t *testing.T) {
 		crashes += res.Crashes
 		pauses += res.Pauses
 		replayed += res.Replayed
+		saveFails += res.SaveFailures
 		for _, n := range res.Trace.Nodes {
 			for i := range n.Steps {
 				if len(n.Steps[i].Input.Inbound) > 1 {
@@ -109,11 +110,11 @@ func TestFaultsHappen(t *testing.T) {
 			}
 		}
 	}
-	if dropped == 0 || dups == 0 || outliers == 0 || crashes == 0 || pauses == 0 || replayed == 0 || batched == 0 || early == 0 {
-		t.Errorf("40 seeds: dropped %d, duplicated %d, outliers %d, crashes %d, pauses %d, replayed %d, batched steps %d, early Now reads %d: a fault never happens",
-			dropped, dups, outliers, crashes, pauses, replayed, batched, early)
+	if dropped == 0 || dups == 0 || outliers == 0 || crashes == 0 || pauses == 0 || replayed == 0 || saveFails == 0 || batched == 0 || early == 0 {
+		t.Errorf("40 seeds: dropped %d, duplicated %d, outliers %d, crashes %d, pauses %d, replayed %d, failed saves %d, batched steps %d, early Now reads %d: a fault never happens",
+			dropped, dups, outliers, crashes, pauses, replayed, saveFails, batched, early)
 	}
-	t.Logf("40 seeds: %d pauses, %d replays, %d batched steps, %d early Now reads", pauses, replayed, batched, early)
+	t.Logf("40 seeds: %d pauses, %d replays, %d failed saves, %d batched steps, %d early Now reads", pauses, replayed, saveFails, batched, early)
 }
 
 // TestDeterministic: the same seed gives a byte-identical trace, twice; the
