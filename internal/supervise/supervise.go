@@ -20,8 +20,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
