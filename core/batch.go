@@ -189,6 +189,9 @@ type Event struct {
 	// Request is the GroupSpec.Request or Command.Request this
 	// EventRejected refuses (0: none, or an inbound message).
 	Request uint64 `msg:"req,omitempty"`
+	// Member is the member an EventDuplicateID is about: the ID heard from
+	// two processes (this agent's own ID when another process uses it).
+	Member string `msg:"member,omitempty"`
 }
 
 // Role is a member's part in its group.

@@ -191,12 +191,16 @@ func (z Commands) Msgsize() (s int) {
 func (z *Event) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(7)
-	var zb0001Mask uint8 /* 7 bits */
+	zb0001Len := uint32(8)
+	var zb0001Mask uint8 /* 8 bits */
 	_ = zb0001Mask
 	if z.Request == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x40
+	}
+	if z.Member == "" {
+		zb0001Len--
+		zb0001Mask |= 0x80
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -226,6 +230,11 @@ func (z *Event) MarshalMsg(b []byte) (o []byte, err error) {
 			o = append(o, 0xa3, 0x72, 0x65, 0x71)
 			o = msgp.AppendUint64(o, z.Request)
 		}
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// string "member"
+			o = append(o, 0xa6, 0x6d, 0x65, 0x6d, 0x62, 0x65, 0x72)
+			o = msgp.AppendString(o, z.Member)
+		}
 	}
 	return
 }
@@ -240,7 +249,7 @@ func (z *Event) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
-	var zb0001Mask uint8 /* 1 bits */
+	var zb0001Mask uint8 /* 2 bits */
 	_ = zb0001Mask
 	for zb0001 > 0 {
 		zb0001--
@@ -297,6 +306,13 @@ func (z *Event) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				return
 			}
 			zb0001Mask |= 0x1
+		case "member":
+			z.Member, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Member")
+				return
+			}
+			zb0001Mask |= 0x2
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -306,17 +322,21 @@ func (z *Event) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 	}
 	// Clear omitted fields.
-	if (zb0001Mask & 0x1) == 0 {
-		z.Request = 0
+	if zb0001Mask != 0x3 {
+		if (zb0001Mask & 0x1) == 0 {
+			z.Request = 0
+		}
+		if (zb0001Mask & 0x2) == 0 {
+			z.Member = ""
+		}
 	}
-
 	o = bts
 	return
 }
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *Event) Msgsize() (s int) {
-	s = 1 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Group) + 5 + msgp.Uint64Size + 7 + msgp.StringPrefixSize + len(z.Leader) + 6 + msgp.Int64Size + 4 + msgp.StringPrefixSize + len(z.Reason) + 4 + msgp.Uint64Size
+	s = 1 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Group) + 5 + msgp.Uint64Size + 7 + msgp.StringPrefixSize + len(z.Leader) + 6 + msgp.Int64Size + 4 + msgp.StringPrefixSize + len(z.Reason) + 4 + msgp.Uint64Size + 7 + msgp.StringPrefixSize + len(z.Member)
 	return
 }
 

@@ -169,7 +169,7 @@ func (g *group) duplicateSelf(e *Engine, inc uint64) {
 	}
 	g.selfDupOnce, g.selfDupAt = true, e.now
 	g.duplicates++
-	e.event(Event{Kind: EventDuplicateID, Group: g.cfg.Group, Term: g.term, Reason: fmt.Sprintf(
+	e.event(Event{Kind: EventDuplicateID, Group: g.cfg.Group, Term: g.term, Member: g.cfg.ID, Reason: fmt.Sprintf(
 		"another process speaks as %q, this agent's id (incarnation %d, ours %d): two agents with one id vote twice; give every agent its own id",
 		g.cfg.ID, inc, g.inc)})
 }
@@ -185,7 +185,7 @@ func (g *group) trackIncarnation(e *Engine, m *wireMsg) {
 	if f.inc != 0 && m.Inc == f.prevInc && (!f.dupOnce || e.now-f.dupAt >= g.cfg.ElectionTimeoutMs) {
 		f.dupOnce, f.dupAt = true, e.now
 		g.duplicates++
-		e.event(Event{Kind: EventDuplicateID, Group: g.cfg.Group, Term: g.term, Reason: fmt.Sprintf(
+		e.event(Event{Kind: EventDuplicateID, Group: g.cfg.Group, Term: g.term, Member: f.id, Reason: fmt.Sprintf(
 			"member %q is heard from two processes at once (incarnations %d and %d): two agents with one id vote twice; give every agent its own id",
 			f.id, f.inc, m.Inc)})
 	}

@@ -57,7 +57,9 @@ type Callbacks struct {
 	// ID, or a member's ID is heard from two processes at once (at most once
 	// per election timeout per ID). Two agents with one ID vote twice, which
 	// voids the quorum's guarantee: stop one of them. reason says which ID.
-	OnDuplicateID func(reason string)
+	// id is the duplicated ID: this agent's own when another process uses
+	// it.
+	OnDuplicateID func(id, reason string)
 }
 
 // Stats are an agent's counters.
@@ -480,8 +482,8 @@ func (a *Agent) event(el *Election, ev core.Event, refused map[uint64]string) {
 		a.c.dups.Add(1)
 		a.logger.Error("duplicate agent id", "group", ev.Group, "reason", ev.Reason)
 		if el != nil && el.cb.OnDuplicateID != nil {
-			f, reason := el.cb.OnDuplicateID, ev.Reason
-			el.disp.do(func() { f(reason) })
+			f, id, reason := el.cb.OnDuplicateID, ev.Member, ev.Reason
+			el.disp.do(func() { f(id, reason) })
 		}
 	}
 }

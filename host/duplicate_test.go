@@ -26,7 +26,12 @@ func TestDuplicateIDReported(t *testing.T) {
 		}
 		defer ag.Close(ctx)
 		agents = append(agents, ag)
-		cb := Callbacks{OnDuplicateID: func(r string) { reasons <- r }}
+		cb := Callbacks{OnDuplicateID: func(dup, r string) {
+			if dup != "a" {
+				r = "wrong id " + dup + ": " + r
+			}
+			reasons <- r
+		}}
 		if _, err := ag.Join(ctx, fastConfig(id, "g", members), cb); err != nil {
 			t.Fatal(err)
 		}

@@ -30,6 +30,9 @@ func appendEvent(b []byte, ev *core.Event) []byte {
 	if ev.Request != 0 {
 		b = appendUint(append(b, ','), "request", ev.Request)
 	}
+	if ev.Member != "" {
+		b = appendStr(append(b, ','), "member", ev.Member)
+	}
 	return append(b, '}')
 }
 

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -416,12 +415,12 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 				logger.Info("leader", "leader", leader, "term", term)
 			}
 		},
-		OnDuplicateID: func(reason string) { // the host logs the reason
+		OnDuplicateID: func(id, reason string) { // the host logs the reason
 			st.mu.Lock()
 			st.duplicates++
 			st.lastDup = reason
 			st.mu.Unlock()
-			if strings.Contains(reason, strconv.Quote(o.id)) && strings.Contains(reason, "this agent's id") {
+			if id == o.id { // another process speaks with our id
 				select {
 				case selfDup <- reason:
 				default:

@@ -192,7 +192,7 @@ export class Agent {
       if (ev.k === 4 || ev.k === 7) this.leading.delete(ev.g);
       if (ev.k === 7) this.groups.delete(ev.g);
       this.onEvent({ event: EventNames[ev.k] ?? `kind-${ev.k}`, group: ev.g, term: ev.term, leader: ev.leader,
-        lease_until: ev.lease, reason: ev.why });
+        lease_until: ev.lease, reason: ev.why, member: ev.member });
     }
     // 4. Wake up at out.wake (0: no timer).
     if (this.timer) clearTimeout(this.timer);
