@@ -153,8 +153,6 @@ func (w *world) onEvent(n *node, ev *core.Event) {
 		if ev.Term > n.maxTerm {
 			w.violation(InvPersist, fmt.Sprintf("%s leads term %d but persisted only term %d", n.id, ev.Term, n.maxTerm), n.idx)
 		}
-		w.res.Elections++
-		w.checkElection(n, ev.Term)
 		w.setLeader(n, true, ev.Term)
 		w.setKnown(n, n.idx)
 		n.leaseEnd, n.leaseUntil = 0, 0

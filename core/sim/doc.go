@@ -31,10 +31,13 @@
 // contract allows and no more loosely: never earlier than the arrival of
 // any message in the batch (nor the previous read), and half the time at a
 // random instant between the last arrival and the step, so the engine sees
-// a Now older than the step. The simulator applies each Output as the
-// contract says: persist, then publish to every other node (and sometimes
-// back to the sender, as real buses echo), then events, then a wake-up at
-// WakeAt. Every step's Input and
+// a Now older than the step. The simulator applies each Output through
+// core.Driver, the Go host's own loop: persist (through its PersistGate),
+// then publish to every other node (and sometimes back to the sender, as
+// real buses echo), then events (less a leadership the same Output
+// revokes), then a wake-up at WakeAt. Election safety is checked on the
+// engine's own became-leader events, before that filtering. Every step's
+// Input and
 // msgp-encoded Output can be recorded ([Trace], Options.Record) and replayed
 // against another implementation ([Trace.Replay]); Result.TraceHash is a
 // SHA-256 over all outputs for a quick comparison.
@@ -58,8 +61,8 @@
 // swarm size (3–7), priorities (often tied), timings, the batching windows
 // and the clock model. Then a quiet phase: the network heals, every node
 // restarts, and liveness is checked. Saves fail too (FaultMix.SaveFail):
-// each host runs its Outputs through a core.PersistGate, as the Go host
-// does, which offers the unsaved state again before every later step and
+// each host's core.Driver runs its Outputs through a core.PersistGate, which
+// offers the unsaved state again before every later step and
 // holds back the group's publishes (lost, for bully's "connected") and a
 // leadership resting on it until a save succeeds; a crash loses the unsaved
 // state. Half the seeds give the nodes a HandoffHoldMs of up to half an

@@ -140,7 +140,9 @@ type node struct {
 	crashMid    bool // crash after persisting the next step, mid-publish
 
 	persisted core.GroupState
-	gate      core.PersistGate // the host's, for this life
+	drv       core.Driver    // the host's output loop, for this life
+	budget    int            // publishes left before a mid-step crash; -1 all
+	sent      []core.Message // what this step published
 	out       core.Output
 	reuseOut  bool
 
@@ -446,6 +448,7 @@ func (w *world) start(n *node) error {
 	}
 	_, n.reuseOut = st.(native)
 	n.st, n.up, n.joinPending = st, true, true
+	n.drv = w.driver(n) // unsaved state died with the previous process
 	n.life++
 	// Every life gets its own clock origin; the rate is the node's for the
 	// whole run, or (clocksPerLife) drawn again at every restart.
@@ -478,7 +481,6 @@ func (w *world) crash(n *node) {
 	n.wakeAt = -1
 	n.stepGen++
 	n.stepPending = false
-	n.gate = core.PersistGate{} // unsaved state dies with the process
 	n.graceEnd = 0
 	w.setLeader(n, false, 0)
 	w.setKnown(n, -1)
@@ -486,6 +488,33 @@ func (w *world) crash(n *node) {
 	w.live--
 	w.changed = true
 	w.res.Crashes++
+}
+
+// driver is n's host's output loop: saves that may fail, publishes checked
+// and sent (up to a mid-step crash), events to the checker.
+func (w *world) driver(n *node) core.Driver {
+	return core.Driver{
+		Save: func(p core.GroupState) error {
+			if w.inFaultPhase() && w.Faults.SaveFail > 0 && w.net.Float64() < w.Faults.SaveFail {
+				w.res.SaveFailures++
+				return errSaveFailed
+			}
+			w.checkPersist(n, p)
+			n.persisted = p
+			return nil
+		},
+		Publish: func(m core.Message) {
+			if n.budget == 0 {
+				w.markDirty(w.now, w.now+w.dmax) // lost in the crash
+				return
+			}
+			n.budget--
+			n.sent = append(n.sent, m)
+			w.checkPublish(n, m.Payload)
+			w.publish(n, m.Payload)
+		},
+		Event: func(ev core.Event) { w.onEvent(n, &ev) },
+	}
 }
 
 // command hands n a command from its application, if n is up.
@@ -581,41 +610,28 @@ func (w *world) step(n *node) error {
 		w.at(w.now+1, func() { w.start(n) })
 		return nil
 	}
-	// 1. Persist, through the host's core.PersistGate: a failed save
-	// (FaultMix.SaveFail) leaves the state unsaved, offered again before
-	// every later step, and holds back the group's publishes (and a
-	// leadership resting on it) until a save succeeds.
-	held, _ := n.gate.Apply(out, func(p core.GroupState) error {
-		if w.inFaultPhase() && w.Faults.SaveFail > 0 && w.net.Float64() < w.Faults.SaveFail {
-			w.res.SaveFailures++
-			return errSaveFailed
+	// Election safety is the engine's own claim, checked before the host
+	// filters what its application hears.
+	for i := range out.Events {
+		if ev := &out.Events[i]; ev.Kind == core.EventBecameLeader {
+			w.res.Elections++
+			w.checkElection(n, ev.Term)
 		}
-		w.checkPersist(n, p)
-		n.persisted = p
-		return nil
-	})
+	}
+	// Then the host's core.Driver: persist, publish, events. A crash in the
+	// middle of the step sends only a prefix of the publishes.
+	crash := n.crashMid
+	n.budget = -1
+	if crash {
+		n.budget = w.flt.IntN(len(out.Publishes) + 1)
+	}
+	n.sent = n.sent[:0]
+	held, _ := n.drv.Apply(out)
 	if held > 0 {
 		w.res.Dropped += int64(held * (len(w.nodes) - 1))
 		w.markDirty(w.now, w.now+w.dmax) // lost, as far as bully's safety goes
 	}
-	pubs := out.Publishes
-	// 2. Publish (a crash in the middle sends only a prefix).
-	crash := n.crashMid
-	if crash {
-		if k := w.flt.IntN(len(pubs) + 1); k < len(pubs) {
-			pubs = pubs[:k]
-			w.markDirty(w.now, w.now+w.dmax) // the rest is lost
-		}
-	}
-	for i := range pubs {
-		w.checkPublish(n, pubs[i].Payload)
-		w.publish(n, pubs[i].Payload)
-	}
-	// 3. Events.
-	for i := range out.Events {
-		w.onEvent(n, &out.Events[i])
-	}
-	w.checkLeadership(n, pubs)
+	w.checkLeadership(n, n.sent)
 	if crash {
 		w.crash(n)
 		return nil
