@@ -105,7 +105,7 @@ type Config struct {
 	MaxDriftPPM int64 `msg:"max_drift_ppm"`
 	// LeaseMs is how long a quorum leader may act after a majority last
 	// acknowledged it, counted on its own clock from when it sent what they
-	// acknowledged. Default and maximum: MaxLeaseMs, ElectionTimeoutMs ×
+	// acknowledged. Default and maximum: MaxLeaseMs − HandoffHoldMs, with ElectionTimeoutMs ×
 	// (1−ρ)/(1+ρ) − 1: the lease then ends, in real time, no later than
 	// LeaseMs/(1−ρ) after that send, while a member that acknowledged grants
 	// no vote for ElectionTimeoutMs of its own clock, at least
@@ -120,9 +120,12 @@ type Config struct {
 	// a command may take a grace period to exit. The successor takes no
 	// lease (so its own work does not start) until that long after it heard
 	// of the hand-off, stretched by the drift bound. The resign carries it,
-	// so each leader's own value applies. Default 0; at most
-	// ElectionTimeoutMs. electhost sets it to --grace + 50 ms when it runs
-	// a command.
+	// so each leader's own value applies. That work must also end within
+	// the safe lease of the last acknowledged heartbeat, so LeaseMs +
+	// HandoffHoldMs may not exceed MaxLeaseMs (the default lease shrinks by
+	// it). Default 0; at most MaxLeaseMs − 2 × HeartbeatMs. electhost sets
+	// it to --grace + 50 ms when it runs a command (and the lease to the
+	// rest).
 	HandoffHoldMs int64 `msg:"handoff_hold_ms"`
 	// CollectMs is how long a bully candidate waits for a higher candidate
 	// before it declares itself leader: it must exceed a round trip.
@@ -225,14 +228,14 @@ func (c Config) normalize() (Config, error) {
 		return c, fmt.Errorf("max_drift_ppm %d: want 0..%d", c.MaxDriftPPM, maxDriftPPM)
 	}
 	maxLease := MaxLeaseMs(c.ElectionTimeoutMs, c.MaxDriftPPM)
+	if c.HandoffHoldMs < 0 || c.HandoffHoldMs > maxLease-2*c.HeartbeatMs {
+		return c, fmt.Errorf("handoff_hold_ms %d: want 0..%d (the safe lease %d less two heartbeats)", c.HandoffHoldMs, max(maxLease-2*c.HeartbeatMs, 0), maxLease)
+	}
 	if c.LeaseMs == 0 {
-		c.LeaseMs = maxLease
+		c.LeaseMs = maxLease - c.HandoffHoldMs
 	}
-	if c.LeaseMs < 2*c.HeartbeatMs || c.LeaseMs > maxLease {
-		return c, fmt.Errorf("lease_ms %d: want 2×heartbeat (%d)..%d (election timeout shrunk by the drift bound)", c.LeaseMs, 2*c.HeartbeatMs, maxLease)
-	}
-	if c.HandoffHoldMs < 0 || c.HandoffHoldMs > c.ElectionTimeoutMs {
-		return c, fmt.Errorf("handoff_hold_ms %d: want 0..election timeout (%d)", c.HandoffHoldMs, c.ElectionTimeoutMs)
+	if c.LeaseMs < 2*c.HeartbeatMs || c.LeaseMs+c.HandoffHoldMs > maxLease {
+		return c, fmt.Errorf("lease_ms %d: want 2×heartbeat (%d)..%d (election timeout shrunk by the drift bound, less handoff_hold_ms)", c.LeaseMs, 2*c.HeartbeatMs, maxLease-c.HandoffHoldMs)
 	}
 	if c.CollectMs == 0 {
 		c.CollectMs = c.ElectionTimeoutMs / 4

@@ -70,3 +70,21 @@ func TestJoinRejectsBadConfig(t *testing.T) {
 		t.Fatalf("err %v, groups %v", err, e.Groups())
 	}
 }
+
+// The hand-off hold comes out of the lease: the resigning leader's work must
+// end within the safe lease of its last acknowledged heartbeat.
+func TestHandoffHoldShrinksTheLease(t *testing.T) {
+	c := Config{ID: "a", Group: "g", Members: []string{"a"}, HandoffHoldMs: 550}
+	n, err := c.WithDefaults()
+	if err != nil || n.LeaseMs != MaxLeaseMs(DefaultElectionTimeoutMs, DefaultMaxDriftPPM)-550 {
+		t.Fatalf("default lease with a hold: %d, %v", n.LeaseMs, err)
+	}
+	c.LeaseMs = 1500 // 1500 + 550 > 1959
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "lease_ms 1500") {
+		t.Fatalf("lease + hold beyond the safe lease: %v", err)
+	}
+	c.LeaseMs, c.HandoffHoldMs = 0, 1000 // leaves 959 < 2 heartbeats
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "handoff_hold_ms 1000") {
+		t.Fatalf("a hold that leaves no lease: %v", err)
+	}
+}

@@ -1078,25 +1078,26 @@ func (s *pilotSub) parse(line []byte, tooLong bool) (string, []byte, error) {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return "", nil, nil
 	}
-	var ev struct {
-		Bytes *int    `json:"bytes"`
-		Data  *string `json:"data"`
-		Topic *string `json:"topic"`
-	}
+	// A map keeps the keys exact: encoding/json would match struct fields
+	// case-insensitively and take {"dAtA":…} for data.
+	var ev map[string]json.RawMessage
 	if err := json.Unmarshal(line, &ev); err != nil {
 		return "", nil, fmt.Errorf("not a JSON event: %w", err)
 	}
-	if ev.Data == nil || ev.Topic == nil {
+	var data, topic string
+	isString := func(v json.RawMessage) bool { return len(v) > 0 && v[0] == '"' }
+	if !isString(ev["data"]) || !isString(ev["topic"]) ||
+		json.Unmarshal(ev["data"], &data) != nil || json.Unmarshal(ev["topic"], &topic) != nil {
 		return "", nil, errors.New("event without string data or topic")
 	}
-	if s.topic != "*" && *ev.Topic != s.topic {
-		return "", nil, fmt.Errorf("event for topic %q on a subscription to %q", *ev.Topic, s.topic)
+	if s.topic != "*" && topic != s.topic {
+		return "", nil, fmt.Errorf("event for topic %q on a subscription to %q", topic, s.topic)
 	}
-	payload := []byte(*ev.Data)
+	payload := []byte(data)
 	if s.t.opts.PayloadMustBeJSON && !json.Valid(payload) {
 		return "", nil, errors.New("payload is not JSON")
 	}
-	return *ev.Topic, payload, nil
+	return topic, payload, nil
 }
 
 // dedup remembers the last DedupSize distinct payloads delivered (by a

@@ -195,8 +195,14 @@ func (o Options) normalize() (*setup, error) {
 			cfg.MaxDriftPPM = []int64{1_000, 30_000, 50_000, 100_000}[r.IntN(4)]
 		}
 		if cfg.HandoffHoldMs == 0 && r.IntN(2) == 0 {
-			// A resigning leader's work may run on for up to ET/2.
-			cfg.HandoffHoldMs = r.Int64N(cfg.ElectionTimeoutMs/2 + 1)
+			// A resigning leader's work may run on for up to ET/2, within
+			// what the lease leaves (the lease shrinks by the hold).
+			drift := cfg.MaxDriftPPM
+			if drift == 0 {
+				drift = core.DefaultMaxDriftPPM
+			}
+			limit := min(cfg.ElectionTimeoutMs/2, core.MaxLeaseMs(cfg.ElectionTimeoutMs, drift)-2*cfg.HeartbeatMs)
+			cfg.HandoffHoldMs = r.Int64N(max(limit, 0) + 1)
 		}
 	}
 	s.ids = make([]string, s.Nodes)
