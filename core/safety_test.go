@@ -93,9 +93,13 @@ func TestEventsCarryTheRightTerms(t *testing.T) {
 		restartAll(n)
 		n.partition([]string{"a"}, []string{"b"})
 		n.advance(5000, 10)
+		// b restarts on its side and wins again: it leads a later term than a.
+		n.crash("b")
+		n.start("b")
+		n.advance(5000, 10)
 		sa, sb := n.status("a"), n.status("b")
-		if sa.Role != RoleLeader || sb.Role != RoleLeader {
-			t.Fatalf("want two leaders in a partition: %+v %+v", sa, sb)
+		if sa.Role != RoleLeader || sb.Role != RoleLeader || sb.Term <= sa.Term {
+			t.Fatalf("want two leaders in a partition, b in a later term: %+v %+v", sa, sb)
 		}
 		n.take()
 		clear(n.cut)
