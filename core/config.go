@@ -157,7 +157,9 @@ func MaxLeaseMs(electionTimeoutMs, maxDriftPPM int64) int64 {
 }
 
 // Topic is the bus topic of a group.
-func Topic(group string) string { return "election:" + group }
+func Topic(group string) string { return topicPrefix + group }
+
+const topicPrefix = "election:"
 
 // Validate reports the first problem with c, or nil. It does not change c.
 func (c Config) Validate() error {

@@ -3,6 +3,7 @@ package core
 import (
 	"maps"
 	"slices"
+	"strings"
 )
 
 // PersistGate keeps the persist-before-send contract across batches for a
@@ -108,10 +109,11 @@ func (p *PersistGate) Unsaved(group string) bool {
 	return ok
 }
 
+// groupOfTopic inverts Topic ("" for a topic that is not a group's).
 func groupOfTopic(topic string) string {
-	const prefix = "election:"
-	if len(topic) > len(prefix) && topic[:len(prefix)] == prefix {
-		return topic[len(prefix):]
+	group, ok := strings.CutPrefix(topic, topicPrefix)
+	if !ok {
+		return ""
 	}
-	return ""
+	return group
 }
