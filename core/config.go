@@ -167,10 +167,48 @@ func (c Config) Validate() error {
 	return err
 }
 
-// WithDefaults returns c validated, with every zero field that has a
-// default filled in: what Engine.Join will run with. Hosts and CLIs use it
-// instead of restating the timing rules.
-func (c Config) WithDefaults() (Config, error) { return c.normalize() }
+// WithTimingDefaults returns c with its timings — HeartbeatMs,
+// ElectionTimeoutMs, MaxDriftPPM, HandoffHoldMs, LeaseMs, CollectMs —
+// validated and their defaults filled in, as Engine.Join will run them; the
+// other fields are neither checked nor changed. Hosts, CLIs and the
+// simulator use it instead of restating the timing rules.
+func (c Config) WithTimingDefaults() (Config, error) {
+	if c.HeartbeatMs == 0 {
+		c.HeartbeatMs = DefaultHeartbeatMs
+	}
+	if c.HeartbeatMs < 10 || c.HeartbeatMs > 600_000 {
+		return c, fmt.Errorf("heartbeat_ms %d: want 10..600000", c.HeartbeatMs)
+	}
+	if c.ElectionTimeoutMs == 0 {
+		c.ElectionTimeoutMs = max(DefaultElectionTimeoutMs, 3*c.HeartbeatMs)
+	}
+	if c.ElectionTimeoutMs < 3*c.HeartbeatMs || c.ElectionTimeoutMs > 3_600_000 {
+		return c, fmt.Errorf("election_timeout_ms %d: want 3×heartbeat (%d)..3600000", c.ElectionTimeoutMs, 3*c.HeartbeatMs)
+	}
+	if c.MaxDriftPPM == 0 {
+		c.MaxDriftPPM = DefaultMaxDriftPPM
+	}
+	if c.MaxDriftPPM < 0 || c.MaxDriftPPM > maxDriftPPM {
+		return c, fmt.Errorf("max_drift_ppm %d: want 0..%d", c.MaxDriftPPM, maxDriftPPM)
+	}
+	maxLease := MaxLeaseMs(c.ElectionTimeoutMs, c.MaxDriftPPM)
+	if c.HandoffHoldMs < 0 || c.HandoffHoldMs > maxLease-2*c.HeartbeatMs {
+		return c, fmt.Errorf("handoff_hold_ms %d: want 0..%d (the safe lease %d less two heartbeats)", c.HandoffHoldMs, max(maxLease-2*c.HeartbeatMs, 0), maxLease)
+	}
+	if c.LeaseMs == 0 {
+		c.LeaseMs = maxLease - c.HandoffHoldMs
+	}
+	if c.LeaseMs < 2*c.HeartbeatMs || c.LeaseMs+c.HandoffHoldMs > maxLease {
+		return c, fmt.Errorf("lease_ms %d: want 2×heartbeat (%d)..%d (election timeout shrunk by the drift bound, less handoff_hold_ms)", c.LeaseMs, 2*c.HeartbeatMs, maxLease-c.HandoffHoldMs)
+	}
+	if c.CollectMs == 0 {
+		c.CollectMs = c.ElectionTimeoutMs / 4
+	}
+	if c.CollectMs < 1 || c.CollectMs > c.ElectionTimeoutMs {
+		return c, fmt.Errorf("collect_ms %d: want 1..election timeout (%d)", c.CollectMs, c.ElectionTimeoutMs)
+	}
+	return c, nil
+}
 
 // normalize validates c and fills in the defaults.
 func (c Config) normalize() (Config, error) {
@@ -211,39 +249,9 @@ func (c Config) normalize() (Config, error) {
 		return c, errors.New("members: quorum mode needs the full member list (or use bully mode)")
 	}
 	c.Members = members
-	if c.HeartbeatMs == 0 {
-		c.HeartbeatMs = DefaultHeartbeatMs
-	}
-	if c.HeartbeatMs < 10 || c.HeartbeatMs > 600_000 {
-		return c, fmt.Errorf("heartbeat_ms %d: want 10..600000", c.HeartbeatMs)
-	}
-	if c.ElectionTimeoutMs == 0 {
-		c.ElectionTimeoutMs = max(DefaultElectionTimeoutMs, 3*c.HeartbeatMs)
-	}
-	if c.ElectionTimeoutMs < 3*c.HeartbeatMs || c.ElectionTimeoutMs > 3_600_000 {
-		return c, fmt.Errorf("election_timeout_ms %d: want 3×heartbeat (%d)..3600000", c.ElectionTimeoutMs, 3*c.HeartbeatMs)
-	}
-	if c.MaxDriftPPM == 0 {
-		c.MaxDriftPPM = DefaultMaxDriftPPM
-	}
-	if c.MaxDriftPPM < 0 || c.MaxDriftPPM > maxDriftPPM {
-		return c, fmt.Errorf("max_drift_ppm %d: want 0..%d", c.MaxDriftPPM, maxDriftPPM)
-	}
-	maxLease := MaxLeaseMs(c.ElectionTimeoutMs, c.MaxDriftPPM)
-	if c.HandoffHoldMs < 0 || c.HandoffHoldMs > maxLease-2*c.HeartbeatMs {
-		return c, fmt.Errorf("handoff_hold_ms %d: want 0..%d (the safe lease %d less two heartbeats)", c.HandoffHoldMs, max(maxLease-2*c.HeartbeatMs, 0), maxLease)
-	}
-	if c.LeaseMs == 0 {
-		c.LeaseMs = maxLease - c.HandoffHoldMs
-	}
-	if c.LeaseMs < 2*c.HeartbeatMs || c.LeaseMs+c.HandoffHoldMs > maxLease {
-		return c, fmt.Errorf("lease_ms %d: want 2×heartbeat (%d)..%d (election timeout shrunk by the drift bound, less handoff_hold_ms)", c.LeaseMs, 2*c.HeartbeatMs, maxLease-c.HandoffHoldMs)
-	}
-	if c.CollectMs == 0 {
-		c.CollectMs = c.ElectionTimeoutMs / 4
-	}
-	if c.CollectMs < 1 || c.CollectMs > c.ElectionTimeoutMs {
-		return c, fmt.Errorf("collect_ms %d: want 1..election timeout (%d)", c.CollectMs, c.ElectionTimeoutMs)
+	c, err := c.WithTimingDefaults()
+	if err != nil {
+		return c, err
 	}
 	if c.Seed == 0 {
 		c.Seed = uint64(Cksum([]byte(c.ID)))<<32 | uint64(Cksum([]byte(c.Group)))

@@ -75,7 +75,7 @@ func TestJoinRejectsBadConfig(t *testing.T) {
 // end within the safe lease of its last acknowledged heartbeat.
 func TestHandoffHoldShrinksTheLease(t *testing.T) {
 	c := Config{ID: "a", Group: "g", Members: []string{"a"}, HandoffHoldMs: 550}
-	n, err := c.WithDefaults()
+	n, err := c.WithTimingDefaults()
 	if err != nil || n.LeaseMs != MaxLeaseMs(DefaultElectionTimeoutMs, DefaultMaxDriftPPM)-550 {
 		t.Fatalf("default lease with a hold: %d, %v", n.LeaseMs, err)
 	}

@@ -189,7 +189,7 @@ func deriveTiming(mode core.Mode, hb, et, lease, grace time.Duration, withCmd bo
 	t := timing{heartbeatMs: hb.Milliseconds()}
 	// The timing rules (defaults, at least 3 heartbeats per election
 	// timeout, the lease bound) are core's: ask it.
-	c, err := core.Config{ID: "x", Group: "x", Mode: core.ModeBully, HeartbeatMs: t.heartbeatMs, ElectionTimeoutMs: et.Milliseconds()}.WithDefaults()
+	c, err := core.Config{HeartbeatMs: t.heartbeatMs, ElectionTimeoutMs: et.Milliseconds()}.WithTimingDefaults()
 	if err != nil {
 		if et > 0 && et.Milliseconds() < 3*t.heartbeatMs {
 			return t, usageErrorf("--election-timeout %v must be at least 3×--heartbeat (%v)", et, 3*hb)

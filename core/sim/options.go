@@ -315,20 +315,15 @@ func livenessBound(mode core.Mode, c core.Config, d int64) int64 {
 	return b + b*c.MaxDriftPPM/1_000_000 + 1
 }
 
-// fill applies the core's defaults to the timings of a valid config.
+// fill applies the core's defaults to the timings of a valid config. Only
+// the fields fill set before are taken (the lease stays as configured, 0
+// meaning the core's default, which each node then derives itself).
 func fill(c core.Config) core.Config {
-	if c.HeartbeatMs == 0 {
-		c.HeartbeatMs = core.DefaultHeartbeatMs
+	d, err := c.WithTimingDefaults()
+	if err != nil {
+		return c // invalid timings: nothing the core would run with
 	}
-	if c.ElectionTimeoutMs == 0 {
-		c.ElectionTimeoutMs = max(core.DefaultElectionTimeoutMs, 3*c.HeartbeatMs)
-	}
-	if c.MaxDriftPPM == 0 {
-		c.MaxDriftPPM = core.DefaultMaxDriftPPM
-	}
-	if c.CollectMs == 0 {
-		c.CollectMs = c.ElectionTimeoutMs / 4
-	}
+	c.HeartbeatMs, c.ElectionTimeoutMs, c.MaxDriftPPM, c.CollectMs = d.HeartbeatMs, d.ElectionTimeoutMs, d.MaxDriftPPM, d.CollectMs
 	return c
 }
 
