@@ -435,9 +435,15 @@ func (a *Agent) apply(out *core.Output, in *core.Input, reqs []*request) {
 		}
 		return err
 	}
-	d.Publish = func(m core.Message) { a.pub.enqueue(m) }
-	d.Event = func(ev core.Event) { a.event(els[ev.Group], ev, refused) }
+	var pubs []core.Message // handed to the publisher at once, before any event
+	d.Publish = func(m core.Message) { pubs = append(pubs, m) }
+	d.Event = func(ev core.Event) {
+		a.pub.enqueue(pubs)
+		pubs = nil
+		a.event(els[ev.Group], ev, refused)
+	}
 	held, err := d.Apply(out)
+	a.pub.enqueue(pubs)
 	if err != nil {
 		a.c.persistErrs.Add(1)
 		a.logger.Error("persisting election state failed; the group's messages are held until a save succeeds", "err", err)
@@ -776,9 +782,12 @@ func newPublisher(a *Agent) *publisher {
 	return p
 }
 
-func (p *publisher) enqueue(m core.Message) {
+func (p *publisher) enqueue(ms []core.Message) {
+	if len(ms) == 0 {
+		return
+	}
 	p.mu.Lock()
-	p.q = append(p.q, m)
+	p.q = append(p.q, ms...)
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:
