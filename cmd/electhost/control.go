@@ -200,14 +200,9 @@ Exit status: 0 resigned; 1 refused (this agent is not the leader, --to is not
 a member, ...); 2 bad flags; 3 no agent runs with that state directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if group == "" {
-				return usageErrorf("--group is required")
-			}
-			if id == "" {
-				id = defaultID()
-			}
-			if stateDir == "" {
-				stateDir = defaultStateDir(id)
+			var err error
+			if id, stateDir, err = localAgent(group, id, stateDir); err != nil {
+				return err
 			}
 			sock := filepath.Join(stateDir, controlSocketName)
 			client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

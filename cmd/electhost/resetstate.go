@@ -26,14 +26,9 @@ Exit status: 0 reset (or nothing saved); 2 bad flags; 3 the state directory
 cannot be opened or is in use.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if group == "" {
-				return usageErrorf("--group is required")
-			}
-			if id == "" {
-				id = defaultID()
-			}
-			if stateDir == "" {
-				stateDir = defaultStateDir(id)
+			var err error
+			if id, stateDir, err = localAgent(group, id, stateDir); err != nil {
+				return err
 			}
 			store, err := hostfuncs.OpenStateStore(stateDir)
 			if err != nil {

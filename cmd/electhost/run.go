@@ -156,6 +156,22 @@ func defaultID() string {
 	return string(b)
 }
 
+// localAgent fills in the --id and --state-dir of the local agent that a
+// command such as resign or reset-state acts on, with run's defaults
+// (the host name; the state directory of that id). --group is required.
+func localAgent(group, id, stateDir string) (string, string, error) {
+	if group == "" {
+		return "", "", usageErrorf("--group is required")
+	}
+	if id == "" {
+		id = defaultID()
+	}
+	if stateDir == "" {
+		stateDir = defaultStateDir(id)
+	}
+	return id, stateDir, nil
+}
+
 func defaultStateDir(id string) string {
 	base := os.Getenv("XDG_STATE_HOME")
 	if base == "" {
