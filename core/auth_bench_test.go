@@ -7,7 +7,7 @@ import (
 
 // BenchmarkVerify is the per-message cost of authentication on receipt,
 // natively: decode a signed heartbeat, check its replay window, verify its
-// signature and record it (host.BenchmarkVerifyWasm measures the module).
+// signature and record it (internal/wasmhost BenchmarkVerifyWasm measures the module).
 // BenchmarkSeal is the cost of signing one publish.
 func BenchmarkVerify(b *testing.B) {
 	for _, am := range []AuthMode{AuthHMAC, AuthEd25519} {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/internal/wasmhost"
 )
 
 // AgentConfig configures Runtime.NewAgent.
@@ -26,7 +27,7 @@ type AgentConfig struct {
 	// Logger: nil means the runtime's.
 	Logger *slog.Logger
 	// OnTrap is called after the module trapped and the agent restored a
-	// new instance from the persisted state.
+	// new instance from the persisted state; err matches ErrTrap.
 	OnTrap func(err error)
 	// PublishTimeout bounds one Publish (default 5 s).
 	PublishTimeout time.Duration
@@ -132,9 +133,9 @@ func (r *Runtime) NewAgent(ctx context.Context, cfg AgentConfig) (*Agent, error)
 		return nil, errors.New("host: AgentConfig.Transport is required")
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = r.logger
+		cfg.Logger = r.w.Logger()
 	}
-	eng, err := r.NewEngine(ctx, EngineConfig{Logger: cfg.Logger, OnTrap: cfg.OnTrap})
+	eng, err := r.w.NewEngine(ctx, wasmhost.EngineConfig{Logger: cfg.Logger, OnTrap: cfg.OnTrap})
 	if err != nil {
 		return nil, err
 	}
@@ -371,8 +372,8 @@ func (a *Agent) step() (more bool) {
 	a.out.Reset()
 	err := a.eng.Step(&in, &a.out)
 	if err != nil {
-		t, trapped := asTrap(err)
-		if !trapped || !t.Restored {
+		var t *wasmhost.TrapError
+		if !errors.As(err, &t) || !t.Restored {
 			a.logger.Error("step failed", "err", err)
 			a.failOrRetry(reqs, err)
 			a.wakeAt = a.clock.NowMs() + 100 // try again soon

@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -38,7 +37,7 @@ var (
 // testRuntime is the process's shared runtime (compiled once).
 func testRuntime(t testing.TB) *Runtime {
 	rtOnce.Do(func() {
-		rt, rtErr = NewRuntime(context.Background(), RuntimeConfig{WasmPath: testWasm, CacheDir: testCacheDir(), Logger: quietLogger()})
+		rt, rtErr = NewRuntime(context.Background(), RuntimeConfig{WasmPath: testWasm, CacheDir: testwasm.CacheDir(), Logger: testwasm.Logger()})
 	})
 	if rtErr != nil {
 		t.Fatal(rtErr)
@@ -46,27 +45,5 @@ func testRuntime(t testing.TB) *Runtime {
 	return rt
 }
 
-// quietLogger logs warnings and errors only ($ELECTCORE_TEST_LOG=debug for all).
-func quietLogger() *slog.Logger {
-	level := slog.LevelWarn
-	if os.Getenv("ELECTCORE_TEST_LOG") == "debug" {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-}
-
-// testCacheDir: $ELECTCORE_TEST_CACHE, else the default user cache (so a
-// second test run loads compiled code instead of compiling).
-func testCacheDir() string {
-	if d := os.Getenv("ELECTCORE_TEST_CACHE"); d != "" {
-		return d
-	}
-	return ""
-}
-
-type slogLogger = slog.Logger
-
 // discardLogger drops everything (for tests that provoke errors on purpose).
-func discardLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -8,7 +8,7 @@ import (
 )
 
 // electionCore is what an Agent steps: an instance of the WebAssembly
-// module (*Engine, restored after traps) or the native core (nativeCore).
+// module (*wasmhost.Engine, restored after traps) or the native core (nativeCore).
 type electionCore interface {
 	Step(in *core.Input, out *core.Output) error
 	Status(group string) (core.Status, bool, error)

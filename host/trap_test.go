@@ -14,6 +14,8 @@ import (
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/internal/testwasm"
+	"github.com/electcore/electcore/internal/wasmhost"
 )
 
 // TestTrapMidElection makes the module trap again and again while a quorum
@@ -60,15 +62,15 @@ func TestTrapMidElection(t *testing.T) {
 	var trapsSeen atomic.Int64
 	var tas []*testAgent
 	for _, id := range ids {
-		store, err := hostfuncs.OpenStateStore(filepath.Join(t.TempDir(), id), hostfuncs.StateOptions{Logger: quietLogger()})
+		store, err := hostfuncs.OpenStateStore(filepath.Join(t.TempDir(), id), hostfuncs.StateOptions{Logger: testwasm.Logger()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { store.Close() })
 		ta := &testAgent{id: id, tr: bus.Transport(id), rec: &recorder{id: id, leading: map[uint64]bool{}}}
-		ta.ag, err = r.NewAgent(ctx, AgentConfig{Transport: ta.tr, Store: store, Logger: quietLoggerErrorsOff(),
+		ta.ag, err = r.NewAgent(ctx, AgentConfig{Transport: ta.tr, Store: store, Logger: discardLogger(),
 			OnTrap: func(err error) {
-				if !errors.Is(err, ErrTrap) || !errors.Is(err, ErrDeadline) {
+				if !errors.Is(err, ErrTrap) || !errors.Is(err, wasmhost.ErrDeadline) {
 					t.Errorf("OnTrap: %v", err)
 				}
 				trapsSeen.Add(1)
@@ -122,7 +124,7 @@ func TestTrapMidElection(t *testing.T) {
 			_ = tas[rng.IntN(len(tas))].el.Campaign(ctx)
 		}
 		time.Sleep(time.Duration(rng.IntN(15)) * time.Millisecond)
-		ta.ag.eng.(*Engine).injectTrap()
+		ta.ag.eng.(*wasmhost.Engine).InjectTrap()
 		time.Sleep(time.Duration(10+rng.IntN(30)) * time.Millisecond)
 	}
 	leader := waitLeader(t, tas, nil, "")
@@ -146,52 +148,3 @@ func TestTrapMidElection(t *testing.T) {
 	}
 	t.Logf("%d traps recovered; %d votes observed; leader %s at term %d", traps, len(votes), leader.id, leader.el.Status().Term)
 }
-
-// TestTrapOutOfMemory: a genuine fault inside the module. With a small
-// memory limit, joining groups until the Go runtime in the module runs out
-// of memory kills the instance (unrecoverable in the guest); the Engine
-// restores a new instance with the groups that had joined.
-func TestTrapOutOfMemory(t *testing.T) {
-	ctx := context.Background()
-	r, err := NewRuntime(ctx, RuntimeConfig{WasmPath: testWasm, CacheDir: testCacheDir(), MemoryLimitPages: 80, Logger: quietLoggerErrorsOff()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(ctx)
-	var trap error
-	eng, err := r.NewEngine(ctx, EngineConfig{OnTrap: func(err error) { trap = err }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close(ctx)
-	members := make([]string, 2000)
-	for i := range members {
-		members[i] = fmt.Sprintf("member-%04d-with-a-longish-name", i)
-	}
-	joined := 0
-	for g := 0; g < 200 && trap == nil; g++ {
-		var out core.Output
-		in := core.Input{Now: int64(g), Join: []core.GroupSpec{{Config: core.Config{ID: members[0], Group: fmt.Sprintf("g%d", g), Members: members}}}}
-		err := eng.Step(&in, &out)
-		if err == nil {
-			joined++
-			continue
-		}
-		if !errors.Is(err, ErrTrap) {
-			t.Fatalf("group %d: %v", g, err)
-		}
-		var te *TrapError
-		errors.As(err, &te)
-		t.Logf("trap after %d groups: %v (restored=%v)", joined, te.Err, te.Restored)
-	}
-	if trap == nil {
-		t.Fatal("the module never ran out of memory")
-	}
-	// Whether the restore fit in memory or not, the engine reports it and
-	// keeps its record of the groups.
-	if n := len(eng.Groups()); n != joined {
-		t.Fatalf("engine tracks %d groups, %d joined", n, joined)
-	}
-}
-
-func quietLoggerErrorsOff() *slogLogger { return discardLogger() }

@@ -18,6 +18,7 @@ import (
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
 	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/internal/wasmhost"
 	"github.com/spf13/cobra"
 )
 
@@ -74,7 +75,7 @@ Timing: heartbeat 250ms, election timeout 1s (half the defaults).`,
 			if _, err := deriveTiming(core.ModeQuorum, o.heartbeat, o.electionTimeout, 0, 0, false); err != nil {
 				return err
 			}
-			if _, err := host.LoadModule(o.wasmPath); err != nil {
+			if _, err := wasmhost.LoadModule(o.wasmPath); err != nil {
 				return configErrorf("%s", userWords(err.Error()))
 			}
 			return runDemo(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -376,7 +377,7 @@ func (d *demo) setup(ctx context.Context) error {
 		d.cleanups = append(d.cleanups, func() { d.bus.Close() })
 	}
 	t0 := time.Now()
-	rt, err := host.NewRuntime(ctx, host.RuntimeConfig{WasmPath: defaultWasm(d.o.wasmPath), CacheDir: d.o.cacheDir, Logger: d.logger})
+	rt, err := host.NewRuntime(ctx, host.RuntimeConfig{WasmPath: d.o.wasmPath, CacheDir: d.o.cacheDir, Logger: d.logger})
 	if err != nil {
 		return withCode(exitConfig, err)
 	}

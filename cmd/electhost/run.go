@@ -184,10 +184,6 @@ func defaultStateDir(id string) string {
 	return filepath.Join(base, "electcore", strings.ReplaceAll(id, "/", "_"))
 }
 
-// defaultWasm is the module file to load: --wasm, else $ELECTCORE_WASM,
-// else "" (the module built into electhost).
-func defaultWasm(flag string) string { return host.ResolveWasmPath(flag) }
-
 // timing derives the core's timings, the lease and the grace period from the
 // flags (see README.md, "Leader-only command").
 type timing struct {
@@ -353,7 +349,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	}
 	defer store.Close()
 
-	rt, err := host.NewRuntime(ctx, host.RuntimeConfig{WasmPath: defaultWasm(o.wasmPath), CacheDir: o.cacheDir, Logger: baseLogger})
+	rt, err := host.NewRuntime(ctx, host.RuntimeConfig{WasmPath: o.wasmPath, CacheDir: o.cacheDir, Logger: baseLogger})
 	if err != nil {
 		return configErrorf("%s", userWords(err.Error()))
 	}

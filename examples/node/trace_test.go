@@ -1,16 +1,17 @@
 // Package nodeexample holds the Go side of the Node example's byte-identical
 // check: testdata/trace-in.msgp is a recorded sequence of msgp core.Input
 // batches for one engine, testdata/trace-out.msgp the msgp core.Output the Go
-// host (wazero, raw ABI) returns for each. TestTrace verifies both files
-// through host/ and natively; test/trace.test.mjs checks that Node (Extism
-// SDK and node:wasi) returns the same bytes. Regenerate with
+// core (core.Engine) returns for each. TestTrace records and verifies both
+// files with what a Go user has (core.Engine and msgp); test/trace.test.mjs
+// checks that the module in Node (Extism SDK and node:wasi) returns the same
+// bytes. That the module under wazero returns them too is the differential
+// tests' job (internal/wasmhost). Regenerate with
 //
 //	go test ./examples/node -run TestTrace -update
 package nodeexample
 
 import (
 	"bytes"
-	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -19,8 +20,6 @@ import (
 	"testing"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/host"
-	"github.com/electcore/electcore/internal/testwasm"
 	"github.com/tinylib/msgp/msgp"
 )
 
@@ -31,25 +30,9 @@ const (
 	outFile = "testdata/trace-out.msgp"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testwasm.Cleanup()
-	os.Exit(code)
-}
-
-func newRuntime(t *testing.T) *host.Runtime {
-	rt, err := host.NewRuntime(context.Background(), host.RuntimeConfig{WasmPath: testwasm.Path(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close(context.Background()) })
-	return rt
-}
-
 func TestTrace(t *testing.T) {
-	rt := newRuntime(t)
 	if *update {
-		ins := record(t, rt)
+		ins := record(t)
 		writeFrames(t, inFile, ins)
 		t.Logf("recorded %d batches", len(ins))
 	}
@@ -58,16 +41,20 @@ func TestTrace(t *testing.T) {
 		t.Fatalf("%s: %d batches, want a real trace", inFile, len(ins))
 	}
 
-	// Through the Go host: a fresh wasm instance, raw ABI.
-	inst, err := rt.NewInstance(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inst.Close(context.Background())
+	eng := core.NewEngine()
 	outs := make([][]byte, len(ins))
-	for i, in := range ins {
-		if outs[i], err = inst.StepBytes(in); err != nil {
-			t.Fatalf("batch %d: %v", i, err)
+	var in core.Input
+	var out core.Output
+	for i, b := range ins {
+		in = core.Input{}
+		if rest, err := in.UnmarshalMsg(b); err != nil || len(rest) != 0 {
+			t.Fatalf("batch %d: %v (%d bytes left over)", i, err, len(rest))
+		}
+		out.Reset()
+		eng.Step(&in, &out)
+		var err error
+		if outs[i], err = out.MarshalMsg(nil); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if *update {
@@ -79,27 +66,7 @@ func TestTrace(t *testing.T) {
 	}
 	for i := range outs {
 		if !bytes.Equal(outs[i], want[i]) {
-			t.Fatalf("batch %d: the Go host's output differs from %s (regenerate with -update if the core changed on purpose)\n got %x\nwant %x", i, outFile, outs[i], want[i])
-		}
-	}
-
-	// Natively: core.Engine with the same inputs gives the same bytes.
-	eng := core.NewEngine()
-	var in core.Input
-	var out core.Output
-	for i, b := range ins {
-		in = core.Input{}
-		if _, err := in.UnmarshalMsg(b); err != nil {
-			t.Fatalf("batch %d: %v", i, err)
-		}
-		out.Reset()
-		eng.Step(&in, &out)
-		got, err := out.MarshalMsg(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want[i]) {
-			t.Fatalf("batch %d: native core differs from the wasm output", i)
+			t.Fatalf("batch %d: the core's output differs from %s (regenerate with -update if the core changed on purpose)\n got %x\nwant %x", i, outFile, outs[i], want[i])
 		}
 	}
 	summarize(t, want)
@@ -160,11 +127,11 @@ func readFrames(t *testing.T, file string) [][]byte {
 }
 
 // record runs a 3-member quorum group (n1, n2, n3) in virtual time on three
-// wasm instances and returns n1's input batches: elections, heartbeats, a
+// engines and returns n1's input batches: elections, heartbeats, a
 // resign, a transfer, a campaign, a crashed and restarted peer, and inputs
 // the core must refuse (garbage, another group, an oversized payload, a
 // non-member, a stale term).
-func record(t *testing.T, rt *host.Runtime) [][]byte {
+func record(t *testing.T) [][]byte {
 	const (
 		group   = "trace"
 		latency = 15 // ms, every delivery
@@ -174,7 +141,7 @@ func record(t *testing.T, rt *host.Runtime) [][]byte {
 	ids := []string{"n1", "n2", "n3"}
 	prio := map[string]uint32{"n1": 30, "n2": 20, "n3": 10}
 	type node struct {
-		inst    *host.Instance
+		eng     *core.Engine
 		state   core.GroupState
 		wake    int64
 		inbox   []core.Message
@@ -197,13 +164,8 @@ func record(t *testing.T, rt *host.Runtime) [][]byte {
 			HeartbeatMs: 100, ElectionTimeoutMs: 600}, State: st}
 	}
 	start := func(id string) {
-		inst, err := rt.NewInstance(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := &node{inst: inst}
+		n := &node{eng: core.NewEngine()}
 		if old := nodes[id]; old != nil {
-			old.inst.Close(context.Background())
 			n.persist = old.persist
 		}
 		n.join = []core.GroupSpec{spec(id, n.persist)}
@@ -265,14 +227,8 @@ func record(t *testing.T, rt *host.Runtime) [][]byte {
 				trace = append(trace, b)
 			}
 			n.join, n.inbox, n.cmds = nil, nil, nil
-			ob, err := n.inst.StepBytes(b)
-			if err != nil {
-				t.Fatal(err)
-			}
 			out = core.Output{}
-			if _, err := out.UnmarshalMsg(ob); err != nil {
-				t.Fatal(err)
-			}
+			n.eng.Step(&in, &out)
 			for _, p := range out.Persist {
 				n.persist = p
 			}
@@ -283,9 +239,6 @@ func record(t *testing.T, rt *host.Runtime) [][]byte {
 			}
 			n.wake = out.WakeAt
 		}
-	}
-	for _, n := range nodes {
-		n.inst.Close(context.Background())
 	}
 	if len(trace) == 0 {
 		t.Fatal(fmt.Errorf("empty trace"))

@@ -103,7 +103,7 @@ func TestInterruptStopsALoop(t *testing.T) {
 // that never ends soon after it, even while other goroutines keep collecting
 // garbage (a stop-the-world needs the spinning goroutine to reach Go code,
 // which the checks give it: without them this test would hang). The host's
-// own check (host.Instance) works this way.
+// own check (wasmhost.Instance) works this way.
 func TestDeadlineStopsALoop(t *testing.T) {
 	const timeout = 40 * time.Millisecond
 	var deadline atomic.Int64

@@ -7,6 +7,7 @@ package testwasm
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,4 +103,18 @@ func Cleanup() {
 	if dir != "" {
 		os.RemoveAll(dir)
 	}
+}
+
+// CacheDir is the compilation cache for tests' runtimes:
+// $ELECTCORE_TEST_CACHE, else "" (the default user cache, so a second test
+// run loads compiled code instead of compiling).
+func CacheDir() string { return os.Getenv("ELECTCORE_TEST_CACHE") }
+
+// Logger logs warnings and errors only ($ELECTCORE_TEST_LOG=debug: all).
+func Logger() *slog.Logger {
+	level := slog.LevelWarn
+	if os.Getenv("ELECTCORE_TEST_LOG") == "debug" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }

@@ -1,6 +1,6 @@
 // step.mjs — time electcore.wasm steps in Node, for the Go benchmark
-// host.BenchmarkStep (impl=node-raw, impl=node-extism), which writes the
-// batches, runs this script and reports what it prints.
+// BenchmarkStep of internal/wasmhost (impl=node-raw, impl=node-extism), which
+// writes the batches, runs this script and reports what it prints.
 //
 //   node bench/step.mjs ENGINE FRAMES STEPS
 //

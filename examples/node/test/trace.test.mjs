@@ -1,6 +1,6 @@
 // Byte-identical check: the recorded input trace (testdata/trace-in.msgp, made
-// and verified by trace_test.go through the Go host) gives, in Node, exactly
-// the output bytes the Go host gave (testdata/trace-out.msgp) — on the Extism
+// and verified by trace_test.go with the Go core) gives, in Node, exactly
+// the output bytes the Go core gave (testdata/trace-out.msgp) — on the Extism
 // SDK and on node:wasi, fed the Go-encoded batches or batches re-encoded by
 // this example's own encoder.
 import test from 'node:test';
@@ -26,14 +26,14 @@ async function check(core, reencode) {
     const input = reencode ? encodeInput(decode(ins[i])) : ins[i];
     const got = await core.stepBytes(input);
     if (Buffer.compare(Buffer.from(got), Buffer.from(want[i])) !== 0) {
-      assert.fail(`batch ${i}: output differs from the Go host's\n got ${hex(got)}\nwant ${hex(want[i])}`);
+      assert.fail(`batch ${i}: output differs from the Go core's\n got ${hex(got)}\nwant ${hex(want[i])}`);
     }
   }
 }
 
 for (const [name, Core] of [['Extism SDK', ExtismCore], ['node:wasi raw ABI', RawCore]]) {
   for (const reencode of [false, true]) {
-    test(`${name}: ${ins.length} batches ${reencode ? 're-encoded by encodeInput' : 'as recorded'} give the Go host's bytes`, async () => {
+    test(`${name}: ${ins.length} batches ${reencode ? 're-encoded by encodeInput' : 'as recorded'} give the Go core's bytes`, async () => {
       const core = await Core.load(wasmPath);
       await check(core, reencode);
       await core.close();

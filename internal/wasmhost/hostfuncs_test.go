@@ -1,4 +1,4 @@
-package host
+package wasmhost
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // hd_tick; three such nodes elect one leader, persisting before publishing.
 func TestHostDriven(t *testing.T) {
 	ctx := context.Background()
-	r, err := NewRuntime(ctx, RuntimeConfig{WasmPath: testwasm.HostDriven(t), CacheDir: testCacheDir(), Logger: quietLogger()})
+	r, err := NewRuntime(ctx, Config{WasmPath: testwasm.HostDriven(t), CacheDir: testwasm.CacheDir(), Logger: testwasm.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

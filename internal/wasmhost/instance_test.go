@@ -1,4 +1,4 @@
-package host
+package wasmhost
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func TestInstanceBasics(t *testing.T) {
 }
 
 func TestMissingModule(t *testing.T) {
-	_, err := NewRuntime(context.Background(), RuntimeConfig{WasmPath: "/nonexistent/electcore.wasm"})
+	_, err := NewRuntime(context.Background(), Config{WasmPath: "/nonexistent/electcore.wasm"})
 	if !errors.Is(err, ErrNoModule) {
 		t.Fatalf("got %v", err)
 	}
@@ -72,7 +72,7 @@ func TestMissingModule(t *testing.T) {
 // built into the program (internal/module) and says so.
 func TestBuiltInModule(t *testing.T) {
 	t.Setenv(EnvWasm, "")
-	r, err := NewRuntime(context.Background(), RuntimeConfig{CacheDir: NoDiskCache, Logger: discardLogger()})
+	r, err := NewRuntime(context.Background(), Config{CacheDir: NoDiskCache, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestBuiltInModule(t *testing.T) {
 	}
 	// A named file that is missing is an error, never silently replaced.
 	t.Setenv(EnvWasm, "/nonexistent/electcore.wasm")
-	if _, err := NewRuntime(context.Background(), RuntimeConfig{}); !errors.Is(err, ErrNoModule) || !strings.Contains(err.Error(), "$ELECTCORE_WASM") {
+	if _, err := NewRuntime(context.Background(), Config{}); !errors.Is(err, ErrNoModule) || !strings.Contains(err.Error(), "$ELECTCORE_WASM") {
 		t.Fatalf("got %v", err)
 	}
 }

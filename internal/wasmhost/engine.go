@@ -1,4 +1,4 @@
-package host
+package wasmhost
 
 import (
 	"context"
@@ -260,10 +260,10 @@ func (e *Engine) Close(ctx context.Context) error {
 	return nil
 }
 
-// injectTrap makes the next call into the module exceed its deadline (a real
+// InjectTrap makes the next call into the module exceed its deadline (a real
 // trap: the call stops at its first loop, as when the deadline passes). For
-// tests.
-func (e *Engine) injectTrap() {
+// tests, here and in package host.
+func (e *Engine) InjectTrap() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.inst != nil {

@@ -1,4 +1,4 @@
-package host
+package wasmhost
 
 import (
 	"bytes"
@@ -66,7 +66,7 @@ func checkIntact(t *testing.T, eng *Engine, epoch uint64) {
 
 func TestSandboxMemoryLimit(t *testing.T) {
 	ctx := context.Background()
-	r, err := NewRuntime(ctx, RuntimeConfig{WasmPath: testWasm, CacheDir: testCacheDir(), MemoryLimitPages: 96, Logger: discardLogger()})
+	r, err := NewRuntime(ctx, Config{WasmPath: testWasm, CacheDir: testwasm.CacheDir(), MemoryLimitPages: 96, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestSandboxMemoryLimit(t *testing.T) {
 
 func TestSandboxDeadline(t *testing.T) {
 	ctx := context.Background()
-	r, err := NewRuntime(ctx, RuntimeConfig{WasmPath: testWasm, CacheDir: testCacheDir(), CallTimeout: 100 * time.Millisecond, Logger: discardLogger()})
+	r, err := NewRuntime(ctx, Config{WasmPath: testWasm, CacheDir: testwasm.CacheDir(), CallTimeout: 100 * time.Millisecond, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestSandboxTrappingModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewRuntime(ctx, RuntimeConfig{WasmPath: path, CacheDir: testCacheDir(), Logger: discardLogger()})
+	r, err := NewRuntime(ctx, Config{WasmPath: path, CacheDir: testwasm.CacheDir(), Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package host
+package wasmhost
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/testwasm"
 	"github.com/tinylib/msgp/msgp"
 )
 
@@ -164,7 +165,7 @@ var (
 // baselineRuntime runs $ELECTCORE_WASM_BASELINE (compiled once).
 func baselineRuntime(tb testing.TB) *Runtime {
 	baselineOnce.Do(func() {
-		baselineRT, baselineErr = NewRuntime(context.Background(), RuntimeConfig{WasmPath: os.Getenv("ELECTCORE_WASM_BASELINE"), CacheDir: testCacheDir(), Logger: quietLogger()})
+		baselineRT, baselineErr = NewRuntime(context.Background(), Config{WasmPath: os.Getenv("ELECTCORE_WASM_BASELINE"), CacheDir: testwasm.CacheDir(), Logger: testwasm.Logger()})
 	})
 	if baselineErr != nil {
 		tb.Fatal(baselineErr)
@@ -186,7 +187,7 @@ func (r *recordingStepper) Step(in *core.Input, out *core.Output) error {
 // for them, and reports the per-step time examples/node/bench/step.mjs
 // measures (one Node process per call, timing max(b.N, 5000) steps).
 func benchNode(b *testing.B, engine string, empty bool) {
-	nodeDir, err := filepath.Abs("../examples/node")
+	nodeDir, err := filepath.Abs("../../examples/node")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -381,7 +382,7 @@ func BenchmarkLoad(b *testing.B) {
 	b.Run("op=compile-cold", func(b *testing.B) {
 		for b.Loop() {
 			dir := b.TempDir()
-			r, err := NewRuntime(ctx, RuntimeConfig{Wasm: wasm, CacheDir: dir, Logger: discardLogger()})
+			r, err := NewRuntime(ctx, Config{Wasm: wasm, CacheDir: dir, Logger: discardLogger()})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -391,7 +392,7 @@ func BenchmarkLoad(b *testing.B) {
 	})
 	b.Run("op=load-warm", func(b *testing.B) {
 		dir := b.TempDir()
-		r, err := NewRuntime(ctx, RuntimeConfig{Wasm: wasm, CacheDir: dir, Logger: discardLogger()})
+		r, err := NewRuntime(ctx, Config{Wasm: wasm, CacheDir: dir, Logger: discardLogger()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -399,7 +400,7 @@ func BenchmarkLoad(b *testing.B) {
 		forgetCache(dir)
 		for b.Loop() {
 			// As a new process would: read the file, open the cache, compile.
-			r, err := NewRuntime(ctx, RuntimeConfig{WasmPath: testWasm, CacheDir: dir, Logger: discardLogger()})
+			r, err := NewRuntime(ctx, Config{WasmPath: testWasm, CacheDir: dir, Logger: discardLogger()})
 			if err != nil {
 				b.Fatal(err)
 			}

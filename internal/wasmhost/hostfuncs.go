@@ -1,4 +1,4 @@
-package host
+package wasmhost
 
 import (
 	"bytes"
@@ -10,9 +10,9 @@ import (
 
 // HostFuncs are the functions a host-driven module (the
 // -tags electcore_hostdriven build, see wasm/ABI.md) imports from the
-// "electcore" module. This Go host is not itself host-driven (Agent uses the
-// raw ABI); HostFuncs exist so Go programs and tests can drive that build the
-// way a skill runner would. A nil field acts as a no-op (Now returns 0).
+// "electcore" module. host.Agent is not itself host-driven (it uses the raw
+// ABI); HostFuncs exist so tests can drive that build the way a skill runner
+// would. A nil field acts as a no-op (Now returns 0).
 type HostFuncs struct {
 	Now     func() int64
 	Publish func(topic string, payload []byte) error
