@@ -11,19 +11,20 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/hostfuncs"
 	"github.com/electcore/electcore/internal/wasmhost"
+	"github.com/electcore/electcore/statestore"
+	"github.com/electcore/electcore/transport"
 )
 
 // AgentConfig configures Runtime.NewAgent.
 type AgentConfig struct {
 	// Transport carries the groups' topics. The agent does not close it.
-	Transport hostfuncs.Transport
+	Transport transport.Transport
 	// Store keeps each group's term and vote. nil keeps them in memory
 	// (tests and demos only: a restarted process forgets its votes).
-	Store *hostfuncs.StateStore
+	Store *statestore.Store
 	// Clock is the monotonic clock handed to the core (nil: a real clock).
-	Clock hostfuncs.Clock
+	Clock Clock
 	// Logger: nil means the runtime's.
 	Logger *slog.Logger
 	// OnTrap is called after the module trapped and the agent restored a
@@ -76,7 +77,7 @@ type Stats struct {
 	DuplicateIDs  uint64 // reports of an ID spoken by two processes (Callbacks.OnDuplicateID)
 	PublishErrors uint64 // Publish failures
 	Groups        int    // groups joined
-	Transport     hostfuncs.Stats
+	Transport     transport.Stats
 }
 
 type agentCounters struct {
@@ -91,7 +92,7 @@ type agentCounters struct {
 type Agent struct {
 	cfg    AgentConfig
 	logger *slog.Logger
-	clock  hostfuncs.Clock
+	clock  Clock
 	store  stateStore
 	eng    electionCore
 	ctx    context.Context
@@ -161,12 +162,12 @@ func startAgent(cfg AgentConfig, eng electionCore) *Agent {
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		elections: map[string]*Election{}, eng: eng}
 	if a.clock == nil {
-		a.clock = hostfuncs.NewRealClock()
+		a.clock = NewRealClock()
 	}
 	if cfg.Store != nil {
 		a.store = cfg.Store
 	} else {
-		a.store = hostfuncs.NewMemStateStore()
+		a.store = statestore.NewMem()
 	}
 	if a.cfg.PublishTimeout <= 0 {
 		a.cfg.PublishTimeout = 5 * time.Second
@@ -242,7 +243,7 @@ func randomIncarnation() uint64 {
 }
 
 // deliver is the transport's callback for every subscribed topic.
-func (a *Agent) deliver(m hostfuncs.Message) {
+func (a *Agent) deliver(m transport.Message) {
 	if len(m.Payload) > 2*core.MaxPayload || len(m.Topic) > 2*core.MaxIDLen {
 		a.c.rejected.Add(1)
 		return

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/transport"
 )
 
 // recorder collects an agent's callbacks.
@@ -60,7 +60,7 @@ func (r *recorder) isLeading() bool {
 
 type testAgent struct {
 	id  string
-	tr  hostfuncs.Transport
+	tr  transport.Transport
 	ag  *Agent
 	el  *Election
 	rec *recorder
@@ -71,13 +71,13 @@ func fastConfig(id, group string, members []string) core.Config {
 	return core.Config{ID: id, Group: group, Members: members, HeartbeatMs: 20, ElectionTimeoutMs: 100}
 }
 
-func startAgents(t *testing.T, bus *hostfuncs.MemBus, ids []string, group string) []*testAgent {
-	return startAgentsOn(t, func(id string) hostfuncs.Transport { return bus.Transport(id) }, ids, fastConfig("", group, ids))
+func startAgents(t *testing.T, bus *transport.MemBus, ids []string, group string) []*testAgent {
+	return startAgentsOn(t, func(id string) transport.Transport { return bus.Transport(id) }, ids, fastConfig("", group, ids))
 }
 
 // startAgentsOn starts an agent per id, each on its own transport, in the
 // group of cfg (ID set per agent).
-func startAgentsOn(t *testing.T, transport func(id string) hostfuncs.Transport, ids []string, cfg core.Config) []*testAgent {
+func startAgentsOn(t *testing.T, transport func(id string) transport.Transport, ids []string, cfg core.Config) []*testAgent {
 	t.Helper()
 	ctx := context.Background()
 	r := testRuntime(t)
@@ -143,7 +143,7 @@ func waitLeader(t *testing.T, tas []*testAgent, dead map[string]bool, except str
 }
 
 func TestAgentsElectFailoverResign(t *testing.T) {
-	bus := hostfuncs.NewMemBus(hostfuncs.MemOptions{Seed: 1, DelayMin: time.Millisecond, DelayMax: 3 * time.Millisecond})
+	bus := transport.NewMemBus(transport.MemOptions{Seed: 1, DelayMin: time.Millisecond, DelayMax: 3 * time.Millisecond})
 	t.Cleanup(func() { bus.Close() })
 	ids := []string{"a1", "a2", "a3", "a4"}
 	tas := startAgents(t, bus, ids, "demo")

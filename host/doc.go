@@ -19,7 +19,8 @@
 // then el.Status, el.Resign, el.TransferTo, el.Campaign, el.Leave, and
 // agent.Stats. host.NewNativeAgent(ctx, cfg) in place of rt.NewAgent runs
 // the same agent on the native core, with no runtime and no WebAssembly.
-// Transports, the state store and clocks come from package hostfuncs.
+// Transports come from package transport, the state store from package
+// statestore.
 //
 // # What it does
 //
@@ -39,6 +40,7 @@
 //     election) — and sleeps until the next message, the core's WakeAt or a
 //     lease's end. When the module traps, the agent carries on with a new
 //     instance restored from the persisted state (OnTrap, Stats.Traps).
+//   - clock.go: [Clock], the monotonic milliseconds the agent gives the core.
 //   - state.go: Join refuses a persisted state it cannot trust
 //     ([ErrStateUnusable]) rather than restart a member at term 0.
 //

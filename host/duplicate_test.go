@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/transport"
 )
 
 // TestDuplicateIDReported: a second agent started with an ID already in use
 // is reported to both through OnDuplicateID and counted.
 func TestDuplicateIDReported(t *testing.T) {
 	ctx := context.Background()
-	bus := hostfuncs.NewMemBus(hostfuncs.MemOptions{})
+	bus := transport.NewMemBus(transport.MemOptions{})
 	defer bus.Close()
 	rt := testRuntime(t)
 	reasons := make(chan string, 16)

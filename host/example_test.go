@@ -12,7 +12,8 @@ import (
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
-	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/statestore"
+	"github.com/electcore/electcore/transport"
 )
 
 // Example_readme is the README's "Embed it in Go" snippet, compiled (go vet
@@ -26,12 +27,12 @@ func Example_readme() {
 		log.Fatal(err)
 	}
 	defer rt.Close(context.Background())
-	tr, err := hostfuncs.NewNATSTransport(hostfuncs.NATSOptions{URL: "nats://127.0.0.1:4222"})
+	tr, err := transport.NewNATSTransport(transport.NATSOptions{URL: "nats://127.0.0.1:4222"})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer tr.Close()
-	store, err := hostfuncs.OpenStateStore("/var/lib/myagent/election")
+	store, err := statestore.Open("/var/lib/myagent/election")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -10,14 +10,15 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/statestore"
+	"github.com/electcore/electcore/transport"
 )
 
 // flakyStore fails every Save while fail is set.
 type flakyStore struct {
 	fail  atomic.Bool
 	saves atomic.Int64
-	mem   *hostfuncs.MemStateStore
+	mem   *statestore.Mem
 }
 
 func (s *flakyStore) Save(name string, b []byte) error {
@@ -36,12 +37,12 @@ func (s *flakyStore) Load(name string) ([]byte, error) { return s.mem.Load(name)
 func TestSaveFailureHoldsPublishes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	bus := hostfuncs.NewMemBus(hostfuncs.MemOptions{})
+	bus := transport.NewMemBus(transport.MemOptions{})
 	defer bus.Close()
 	b := bus.Transport("b")
 	var mu sync.Mutex
 	var seen []string
-	go b.Subscribe(ctx, core.Topic("g"), func(m hostfuncs.Message) {
+	go b.Subscribe(ctx, core.Topic("g"), func(m transport.Message) {
 		if !strings.Contains(string(m.Payload), `"from":"a"`) {
 			return // b's own message, echoed
 		}
@@ -54,7 +55,7 @@ func TestSaveFailureHoldsPublishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ag.Close(ctx)
-	store := &flakyStore{mem: hostfuncs.NewMemStateStore()}
+	store := &flakyStore{mem: statestore.NewMem()}
 	store.fail.Store(true)
 	ag.store = store // before Join: the loop reads it only after Join's request
 	if _, err := ag.Join(ctx, core.Config{ID: "a", Group: "g", Members: []string{"a", "b", "c"}, HeartbeatMs: 20, ElectionTimeoutMs: 100}, Callbacks{}); err != nil {
@@ -94,7 +95,7 @@ func TestSaveFailureHoldsPublishes(t *testing.T) {
 // defect 7c); a became-leader alone does.
 func TestRevokedLeadershipNeverStarts(t *testing.T) {
 	ctx := context.Background()
-	bus := hostfuncs.NewMemBus(hostfuncs.MemOptions{})
+	bus := transport.NewMemBus(transport.MemOptions{})
 	defer bus.Close()
 	ag, err := testRuntime(t).NewAgent(ctx, AgentConfig{Transport: bus.Transport("a"), Logger: discardLogger()})
 	if err != nil {

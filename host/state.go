@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/statestore"
 )
 
 // StateName is the name under which an Agent stores the persisted
@@ -17,7 +17,7 @@ func StateName(id, group string) string {
 	return esc.Replace(id) + "=" + esc.Replace(group)
 }
 
-// stateStore is what an Agent needs of hostfuncs.StateStore.
+// stateStore is what an Agent needs of statestore.Store.
 type stateStore interface {
 	Save(name string, data []byte) error
 	Load(name string) ([]byte, error)
@@ -34,10 +34,10 @@ var ErrStateUnusable = errors.New("persisted election state unusable")
 func loadState(s stateStore, id, group string) (core.GroupState, error) {
 	name := StateName(id, group)
 	b, err := s.Load(name)
-	if errors.Is(err, hostfuncs.ErrNotFound) {
+	if errors.Is(err, statestore.ErrNotFound) {
 		return core.GroupState{}, nil
 	}
-	hint := "; refusing to start from term 0 (this member could vote twice in one term): restore the state, or delete it on purpose (hostfuncs.StateStore.Delete) to reset the member"
+	hint := "; refusing to start from term 0 (this member could vote twice in one term): restore the state, or delete it on purpose (statestore.Store.Delete) to reset the member"
 	if err != nil {
 		return core.GroupState{}, fmt.Errorf("host: group %q: %w: %w%s", group, ErrStateUnusable, err, hint)
 	}

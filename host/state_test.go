@@ -8,7 +8,8 @@ import (
 	"testing"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/statestore"
+	"github.com/electcore/electcore/transport"
 )
 
 // TestJoinRefusesUnusableState: a state that exists but cannot be trusted
@@ -18,12 +19,12 @@ import (
 func TestJoinRefusesUnusableState(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	store, err := hostfuncs.OpenStateStore(dir, hostfuncs.StateOptions{Logger: discardLogger()})
+	store, err := statestore.Open(dir, statestore.Options{Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	bus := hostfuncs.NewMemBus(hostfuncs.MemOptions{})
+	bus := transport.NewMemBus(transport.MemOptions{})
 	defer bus.Close()
 	ag, err := testRuntime(t).NewAgent(ctx, AgentConfig{Transport: bus.Transport("a"), Store: store, Logger: discardLogger()})
 	if err != nil {
@@ -47,13 +48,13 @@ func TestJoinRefusesUnusableState(t *testing.T) {
 	save("g2", core.GroupState{Group: "other", Term: 3})
 	// A corrupt file on disk.
 	save("g3", core.GroupState{Group: "g3", Term: 3})
-	name, _ := hostfuncs.StateFileName(StateName("a", "g3"))
+	name, _ := statestore.FileName(StateName("a", "g3"))
 	if err := os.WriteFile(filepath.Join(dir, name), []byte("ECSTxxxxxxxxxxxxxxxxxxxxxx"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// A file that vanished after it was saved.
 	save("g4", core.GroupState{Group: "g4", Term: 3})
-	name, _ = hostfuncs.StateFileName(StateName("a", "g4"))
+	name, _ = statestore.FileName(StateName("a", "g4"))
 	os.Remove(filepath.Join(dir, name))
 	for _, g := range []string{"g1", "g2", "g3", "g4"} {
 		if _, err := ag.Join(ctx, cfg(g), Callbacks{}); !errors.Is(err, ErrStateUnusable) {

@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/hostfuncs"
-	"github.com/electcore/electcore/hostfuncs/natstest"
 	"github.com/electcore/electcore/internal/pilotstandin"
+	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/natstest"
 )
 
 // Full elections over the real transports: three agents elect a leader over
@@ -23,8 +23,8 @@ func TestElectionSurvivesBrokerRestart(t *testing.T) {
 
 	t.Run("nats", func(t *testing.T) {
 		url, stop := natstest.Start(t)
-		tas := startAgentsOn(t, func(id string) hostfuncs.Transport {
-			tr, err := hostfuncs.NewNATSTransport(hostfuncs.NATSOptions{URL: url, Name: id, Logger: discardLogger()})
+		tas := startAgentsOn(t, func(id string) transport.Transport {
+			tr, err := transport.NewNATSTransport(transport.NATSOptions{URL: url, Name: id, Logger: discardLogger()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -38,7 +38,7 @@ func TestElectionSurvivesBrokerRestart(t *testing.T) {
 		})
 		// Garbage on the subject reaches every agent and is refused by the
 		// core, counted.
-		nc, err := hostfuncs.NewNATSTransport(hostfuncs.NATSOptions{URL: url, Name: "garbage", Logger: discardLogger()})
+		nc, err := transport.NewNATSTransport(transport.NATSOptions{URL: url, Name: "garbage", Logger: discardLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,8 +53,8 @@ func TestElectionSurvivesBrokerRestart(t *testing.T) {
 	t.Run("pilot", func(t *testing.T) {
 		bin := pilotstandin.Build(t)
 		d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"broker"}})
-		tas := startAgentsOn(t, func(id string) hostfuncs.Transport {
-			tr, err := hostfuncs.NewPilotTransport(hostfuncs.PilotOptions{Binary: bin, Hosts: []string{"broker"},
+		tas := startAgentsOn(t, func(id string) transport.Transport {
+			tr, err := transport.NewPilotTransport(transport.PilotOptions{Binary: bin, Hosts: []string{"broker"},
 				Env: d.Env(), Logger: discardLogger()})
 			if err != nil {
 				t.Fatal(err)

@@ -13,9 +13,10 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/hostfuncs"
 	"github.com/electcore/electcore/internal/testwasm"
 	"github.com/electcore/electcore/internal/wasmhost"
+	"github.com/electcore/electcore/statestore"
+	"github.com/electcore/electcore/transport"
 )
 
 // TestTrapMidElection makes the module trap again and again while a quorum
@@ -26,7 +27,7 @@ import (
 // one term, and the group must still converge on one leader.
 func TestTrapMidElection(t *testing.T) {
 	ctx := context.Background()
-	bus := hostfuncs.NewMemBus(hostfuncs.MemOptions{Seed: 7, DelayMin: time.Millisecond, DelayMax: 4 * time.Millisecond})
+	bus := transport.NewMemBus(transport.MemOptions{Seed: 7, DelayMin: time.Millisecond, DelayMax: 4 * time.Millisecond})
 	t.Cleanup(func() { bus.Close() })
 	ids := []string{"t1", "t2", "t3"}
 
@@ -38,7 +39,7 @@ func TestTrapMidElection(t *testing.T) {
 	)
 	spyCtx, stopSpy := context.WithCancel(ctx)
 	defer stopSpy()
-	if err := bus.Transport("spy").Subscribe(spyCtx, core.Topic("g"), func(m hostfuncs.Message) {
+	if err := bus.Transport("spy").Subscribe(spyCtx, core.Topic("g"), func(m transport.Message) {
 		var v struct {
 			Type, From, Candidate string
 			Term                  uint64
@@ -62,7 +63,7 @@ func TestTrapMidElection(t *testing.T) {
 	var trapsSeen atomic.Int64
 	var tas []*testAgent
 	for _, id := range ids {
-		store, err := hostfuncs.OpenStateStore(filepath.Join(t.TempDir(), id), hostfuncs.StateOptions{Logger: testwasm.Logger()})
+		store, err := statestore.Open(filepath.Join(t.TempDir(), id), statestore.Options{Logger: testwasm.Logger()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/hostfuncs"
-	"github.com/electcore/electcore/hostfuncs/natstest"
+	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/natstest"
 	"github.com/nats-io/nats.go"
 )
 
@@ -105,7 +105,7 @@ func TestE2EAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	subject := hostfuncs.NATSSubject(core.Topic(c.group))
+	subject := transport.NATSSubject(core.Topic(c.group))
 	var mu sync.Mutex
 	var captured [][]byte
 	if _, err := nc.Subscribe(subject, func(m *nats.Msg) {

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/host"
-	"github.com/electcore/electcore/hostfuncs"
-	"github.com/electcore/electcore/hostfuncs/natstest"
 	"github.com/electcore/electcore/internal/pilotstandin"
+	"github.com/electcore/electcore/statestore"
+	"github.com/electcore/electcore/transport/natstest"
 )
 
 // oneErrorLine checks that stderr is exactly one line "electhost: ..."
@@ -196,7 +196,7 @@ func TestCLIUserWords(t *testing.T) {
 				t.Fatalf("exit %d, want %d; stderr:\n%s", code, c.code, stderr)
 			}
 			oneErrorLine(t, stderr, c.want)
-			for _, leak := range []string{"strconv.", " host: ", "hostfuncs: ", "_ms", "member_keys", "RuntimeConfig"} {
+			for _, leak := range []string{"strconv.", " host: ", "transport: ", "statestore: ", "_ms", "member_keys", "RuntimeConfig"} {
 				if strings.Contains(strings.TrimPrefix(stderr, "electhost: "), leak) {
 					t.Fatalf("error names an internal (%q): %s", leak, stderr)
 				}
@@ -218,7 +218,7 @@ func TestCLICorruptStateNamesRecovery(t *testing.T) {
 	if code, _, stderr := runCLI(t, 60*time.Second, nil, args...); code != 0 {
 		t.Fatalf("first run: exit %d\n%s", code, stderr)
 	}
-	file, err := hostfuncs.StateFileName(host.StateName("solo", "g"))
+	file, err := statestore.FileName(host.StateName("solo", "g"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,9 @@ import (
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
-	"github.com/electcore/electcore/hostfuncs"
 	"github.com/electcore/electcore/internal/wasmhost"
+	"github.com/electcore/electcore/statestore"
+	"github.com/electcore/electcore/transport"
 	"github.com/spf13/cobra"
 )
 
@@ -122,8 +123,8 @@ type demoSummary struct {
 type demoAgent struct {
 	id    string
 	dir   string
-	tr    hostfuncs.Transport
-	store *hostfuncs.StateStore
+	tr    transport.Transport
+	store *statestore.Store
 	agent *host.Agent
 	el    *host.Election
 	up    bool
@@ -137,7 +138,7 @@ type demo struct {
 	logger  *slog.Logger
 	start   time.Time
 	rt      *host.Runtime
-	bus     *hostfuncs.MemBus
+	bus     *transport.MemBus
 	natsURL string
 	members []string
 	agents  []*demoAgent
@@ -373,7 +374,7 @@ func (d *demo) setup(ctx context.Context) error {
 		d.cleanups = append(d.cleanups, func() { ns.Shutdown(); ns.WaitForShutdown() })
 		d.event("broker", "NATS listening on %s", url)
 	} else {
-		d.bus = hostfuncs.NewMemBus(hostfuncs.MemOptions{Logger: d.logger})
+		d.bus = transport.NewMemBus(transport.MemOptions{Logger: d.logger})
 		d.cleanups = append(d.cleanups, func() { d.bus.Close() })
 	}
 	t0 := time.Now()
@@ -402,21 +403,21 @@ func (d *demo) setup(ctx context.Context) error {
 }
 
 func (d *demo) startAgent(ctx context.Context, a *demoAgent) error {
-	store, err := hostfuncs.OpenStateStore(a.dir, hostfuncs.StateOptions{Logger: d.logger})
+	store, err := statestore.Open(a.dir, statestore.Options{Logger: d.logger})
 	if err != nil {
 		return err
 	}
-	var tr hostfuncs.Transport
+	var tr transport.Transport
 	if d.bus != nil {
 		tr = d.bus.Transport(a.id)
 	} else {
-		tr, err = hostfuncs.NewNATSTransport(hostfuncs.NATSOptions{URL: d.natsURL, Name: "demo " + a.id, Logger: d.logger})
+		tr, err = transport.NewNATSTransport(transport.NATSOptions{URL: d.natsURL, Name: "demo " + a.id, Logger: d.logger})
 		if err != nil {
 			store.Close()
 			return err
 		}
 	}
-	agent, err := d.rt.NewAgent(ctx, host.AgentConfig{Transport: tr, Store: store, Clock: hostfuncs.NewRealClock(), Logger: d.logger,
+	agent, err := d.rt.NewAgent(ctx, host.AgentConfig{Transport: tr, Store: store, Clock: host.NewRealClock(), Logger: d.logger,
 		OnTrap: func(err error) { d.event(a.id, "wasm trap: %v", err) }})
 	if err != nil {
 		tr.Close()

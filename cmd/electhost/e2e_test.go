@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electcore/electcore/hostfuncs/natstest"
+	"github.com/electcore/electcore/transport/natstest"
 )
 
 // cluster is a set of `electhost run` processes in one group.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/host"
 	"github.com/electcore/electcore/internal/metrics"
 )
 
@@ -115,7 +115,7 @@ func readiness(cs core.Status, now int64, electionTimeoutMs int64) (bool, string
 // newHTTPHandler serves /healthz (the process is up and has not shut down),
 // /readyz (joined and a current leader known: readiness), /status (JSON),
 // /metrics and POST /resign (ctl, with its bearer token).
-func newHTTPHandler(st *agentState, status func() (core.Status, bool), clock hostfuncs.Clock, mets *metrics.Metrics, lead *leadership, ctl *controller) http.Handler {
+func newHTTPHandler(st *agentState, status func() (core.Status, bool), clock host.Clock, mets *metrics.Metrics, lead *leadership, ctl *controller) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		st.mu.Lock()

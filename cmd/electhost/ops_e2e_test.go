@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electcore/electcore/hostfuncs/natstest"
+	"github.com/electcore/electcore/transport/natstest"
 )
 
 // TestE2EResignTransferWatch: the operator's commands against running

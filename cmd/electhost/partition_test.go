@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electcore/electcore/hostfuncs/natstest"
+	"github.com/electcore/electcore/transport/natstest"
 )
 
 // tcpProxy forwards a port to a target until cut; heal listens again on the

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/electcore/electcore/host"
-	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/statestore"
 	"github.com/spf13/cobra"
 )
 
@@ -30,9 +30,9 @@ cannot be opened or is in use.`,
 			if id, stateDir, err = localAgent(group, id, stateDir); err != nil {
 				return err
 			}
-			store, err := hostfuncs.OpenStateStore(stateDir)
+			store, err := statestore.Open(stateDir)
 			if err != nil {
-				if errors.Is(err, hostfuncs.ErrLocked) {
+				if errors.Is(err, statestore.ErrLocked) {
 					return configErrorf("--state-dir %s is in use: stop the agent (--id %s) first", stateDir, id)
 				}
 				return configErrorf("--state-dir %s: %s", stateDir, userWords(err.Error()))

@@ -16,9 +16,10 @@ import (
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
-	"github.com/electcore/electcore/hostfuncs"
 	"github.com/electcore/electcore/internal/metrics"
 	"github.com/electcore/electcore/internal/supervise"
+	"github.com/electcore/electcore/statestore"
+	"github.com/electcore/electcore/transport"
 	"github.com/spf13/cobra"
 )
 
@@ -340,9 +341,9 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		}
 	}
 
-	store, err := hostfuncs.OpenStateStore(o.stateDir, hostfuncs.StateOptions{Logger: baseLogger})
+	store, err := statestore.Open(o.stateDir, statestore.Options{Logger: baseLogger})
 	if err != nil {
-		if errors.Is(err, hostfuncs.ErrLocked) {
+		if errors.Is(err, statestore.ErrLocked) {
 			return configErrorf("--state-dir %s is in use by another process (another agent with --id %s? give each agent its own --id or --state-dir)", o.stateDir, o.id)
 		}
 		return configErrorf("--state-dir %s: %s", o.stateDir, userWords(err.Error()))
@@ -361,7 +362,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	}
 	defer tr.Close()
 
-	clock := hostfuncs.NewRealClock()
+	clock := host.NewRealClock()
 	st := &agentState{}
 	agent, err := rt.NewAgent(ctx, host.AgentConfig{
 		Transport: tr, Store: store, Clock: clock, Logger: baseLogger,
@@ -459,7 +460,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		return s
 	})
 
-	if pt, ok := tr.(*hostfuncs.PilotTransport); ok {
+	if pt, ok := tr.(*transport.PilotTransport); ok {
 		mets.AddPilotBrokers(pt.BrokerStats)
 	}
 
@@ -470,7 +471,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, hostfuncs.ErrConnectionFailed) {
+		if errors.Is(err, transport.ErrConnectionFailed) {
 			return withCode(exitTransport, errors.New(userWords(err.Error())))
 		}
 		if errors.Is(err, host.ErrStateUnusable) {
@@ -553,7 +554,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 // stateRecovery says, for a persisted state the host refuses, which file it
 // is and the command that resets this member.
 func stateRecovery(err error, o *runOptions) string {
-	file, _ := hostfuncs.StateFileName(host.StateName(o.id, o.group))
+	file, _ := statestore.FileName(host.StateName(o.id, o.group))
 	return fmt.Sprintf("the saved election state of --id %s in group %s (%s in --state-dir %s) cannot be used: %s; restore it from a backup, or reset this member with: electhost reset-state --group %s --id %s --state-dir %s (safe once the others have moved past its term)",
 		o.id, o.group, file, o.stateDir, stateProblem(err.Error()), o.group, o.id, o.stateDir)
 }

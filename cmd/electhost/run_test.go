@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/transport"
 )
 
 func TestDeriveTiming(t *testing.T) {
@@ -112,6 +112,6 @@ func TestObserver(t *testing.T) {
 	}
 }
 
-func msg(p string) hostfuncs.Message {
-	return hostfuncs.Message{Topic: "election:g", Payload: []byte(p)}
+func msg(p string) transport.Message {
+	return transport.Message{Topic: "election:g", Payload: []byte(p)}
 }

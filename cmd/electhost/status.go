@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/transport"
 	"github.com/spf13/cobra"
 )
 
@@ -171,7 +171,7 @@ func newObserver(group string) *observer {
 	return &observer{group: group, start: time.Now(), seen: map[string]*memberSeen{}, rep: statusReport{Group: group}}
 }
 
-func (o *observer) deliver(m hostfuncs.Message) {
+func (o *observer) deliver(m transport.Message) {
 	var w wireView
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/transport"
 	"github.com/spf13/pflag"
 )
 
@@ -51,10 +51,10 @@ func (f *transportFlags) validate() error {
 // scales pilot's stall detection; listenOnly (electhost status, which
 // never publishes) subscribes on every pilot broker, its own node's
 // included, so as to hear every member.
-func (f *transportFlags) open(ctx context.Context, name string, logger *slog.Logger, heartbeat time.Duration, listenOnly bool) (hostfuncs.Transport, error) {
+func (f *transportFlags) open(ctx context.Context, name string, logger *slog.Logger, heartbeat time.Duration, listenOnly bool) (transport.Transport, error) {
 	switch f.kind {
 	case "nats":
-		t, err := hostfuncs.NewNATSTransport(hostfuncs.NATSOptions{
+		t, err := transport.NewNATSTransport(transport.NATSOptions{
 			URL:            f.broker,
 			Name:           name,
 			ConnectTimeout: 3 * time.Second,
@@ -80,9 +80,9 @@ func pilotStallAfter(heartbeat time.Duration) time.Duration {
 }
 
 // openPilot asks the local daemon which node this is (which also checks
-// that it runs), lays the brokers out around it (hostfuncs.PilotLayout:
+// that it runs), lays the brokers out around it (transport.PilotLayout:
 // never publish to our own node) and starts the transport.
-func (f *transportFlags) openPilot(ctx context.Context, logger *slog.Logger, heartbeat time.Duration, listenOnly bool) (hostfuncs.Transport, error) {
+func (f *transportFlags) openPilot(ctx context.Context, logger *slog.Logger, heartbeat time.Duration, listenOnly bool) (transport.Transport, error) {
 	var brokers []string
 	for _, h := range strings.Split(f.broker, ",") {
 		if h = strings.TrimSpace(h); h != "" {
@@ -91,14 +91,14 @@ func (f *transportFlags) openPilot(ctx context.Context, logger *slog.Logger, hea
 	}
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	self, err := hostfuncs.PilotLocalNode(ictx, hostfuncs.PilotOptions{Binary: f.pilotctl})
+	self, err := transport.PilotLocalNode(ictx, transport.PilotOptions{Binary: f.pilotctl})
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
 			return nil, withCode(exitTransport, fmt.Errorf("pilotctl not found (%q): install Pilot Protocol's pilotctl or pass --pilotctl PATH", f.pilotctl))
 		}
 		return nil, withCode(exitTransport, fmt.Errorf("pilot daemon unreachable: %v", err))
 	}
-	publish, subscribe, loopback, err := hostfuncs.PilotLayout(self, brokers)
+	publish, subscribe, loopback, err := transport.PilotLayout(self, brokers)
 	if err != nil {
 		return nil, withCode(exitUsage, fmt.Errorf("--broker: %v", err))
 	}
@@ -112,7 +112,7 @@ func (f *transportFlags) openPilot(ctx context.Context, logger *slog.Logger, hea
 	if listenOnly {
 		subscribe, loopback, perHost = brokers, false, 1
 	}
-	t, err := hostfuncs.NewPilotTransport(hostfuncs.PilotOptions{
+	t, err := transport.NewPilotTransport(transport.PilotOptions{
 		Binary:               f.pilotctl,
 		Hosts:                publish,
 		SubscribeHosts:       subscribe,
@@ -125,7 +125,7 @@ func (f *transportFlags) openPilot(ctx context.Context, logger *slog.Logger, hea
 		if errors.Is(err, exec.ErrNotFound) {
 			return nil, withCode(exitTransport, fmt.Errorf("pilotctl not found (%q): install Pilot Protocol's pilotctl or pass --pilotctl PATH", f.pilotctl))
 		}
-		if errors.Is(err, hostfuncs.ErrInvalidArgument) {
+		if errors.Is(err, transport.ErrInvalidArgument) {
 			return nil, withCode(exitUsage, fmt.Errorf("--broker: %v", err))
 		}
 		return nil, withCode(exitTransport, err)

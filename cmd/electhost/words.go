@@ -15,10 +15,10 @@ import (
 // and core.Config fields; electhost's name flags and say what to do. The core
 // keeps its own field names (other hosts use them); the mapping lives here.
 
-// userWords drops the Go package prefixes ("host: ", "hostfuncs: ", ...)
+// userWords drops the Go package prefixes ("host: ", "transport: ", ...)
 // that library errors carry.
 func userWords(msg string) string {
-	for _, p := range []string{"hostfuncs: ", "host: ", "supervise: ", "core: "} {
+	for _, p := range []string{"transport: ", "statestore: ", "host: ", "supervise: ", "core: "} {
 		msg = strings.ReplaceAll(msg, p, "")
 	}
 	return strings.ReplaceAll(msg, "RuntimeConfig.WasmPath (--wasm)", "--wasm")

@@ -26,7 +26,8 @@ import (
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
-	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/statestore"
+	"github.com/electcore/electcore/transport"
 )
 
 func main() {
@@ -85,14 +86,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if o.id == "" || o.members == "" {
 			return fmt.Errorf("--id and --members are required with --transport nats")
 		}
-		tr, err := hostfuncs.NewNATSTransport(hostfuncs.NATSOptions{URL: o.broker, Name: "go-embed " + o.id, Logger: quiet})
+		tr, err := transport.NewNATSTransport(transport.NATSOptions{URL: o.broker, Name: "go-embed " + o.id, Logger: quiet})
 		if err != nil {
 			return err
 		}
 		defer tr.Close()
 		return agent(ctx, rt, tr, o, o.id, strings.Split(o.members, ","), out)
 	case "mem":
-		bus := hostfuncs.NewMemBus(hostfuncs.MemOptions{Logger: quiet})
+		bus := transport.NewMemBus(transport.MemOptions{Logger: quiet})
 		defer bus.Close()
 		ids := make([]string, o.agents)
 		for i := range ids {
@@ -120,11 +121,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 // agent runs one member until ctx ends, then resigns and leaves.
-func agent(ctx context.Context, rt *host.Runtime, tr hostfuncs.Transport, o options, id string, members []string, out *lines) error {
-	var store *hostfuncs.StateStore
+func agent(ctx context.Context, rt *host.Runtime, tr transport.Transport, o options, id string, members []string, out *lines) error {
+	var store *statestore.Store
 	if o.stateDir != "" {
 		var err error
-		if store, err = hostfuncs.OpenStateStore(o.stateDir + "/" + id); err != nil {
+		if store, err = statestore.Open(o.stateDir + "/" + id); err != nil {
 			return err
 		}
 		defer store.Close()

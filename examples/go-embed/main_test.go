@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electcore/electcore/hostfuncs/natstest"
 	"github.com/electcore/electcore/internal/testwasm"
+	"github.com/electcore/electcore/transport/natstest"
 )
 
 func TestMain(m *testing.M) {

@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/transport"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -139,35 +139,35 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 
 // AddPilotBrokers exposes each pilot broker's counters (labelled broker)
 // and publish latency histogram, read from source once per scrape.
-func (m *Metrics) AddPilotBrokers(source func() []hostfuncs.PilotBrokerStats) {
+func (m *Metrics) AddPilotBrokers(source func() []transport.PilotBrokerStats) {
 	m.reg.MustRegister(newBrokerCollector(m.labels, source))
 }
 
 type brokerMetric struct {
 	desc  *prometheus.Desc
-	value func(hostfuncs.PilotBrokerStats) uint64
+	value func(transport.PilotBrokerStats) uint64
 }
 
 type brokerCollector struct {
-	source  func() []hostfuncs.PilotBrokerStats
+	source  func() []transport.PilotBrokerStats
 	counts  []brokerMetric
 	latency *prometheus.Desc
 }
 
-func newBrokerCollector(labels prometheus.Labels, source func() []hostfuncs.PilotBrokerStats) *brokerCollector {
+func newBrokerCollector(labels prometheus.Labels, source func() []transport.PilotBrokerStats) *brokerCollector {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc("electcore_pilot_broker_"+name, help, []string{"broker"}, labels)
 	}
 	return &brokerCollector{source: source, latency: d("publish_seconds", "Duration of successful pilotctl publish processes to this broker."),
 		counts: []brokerMetric{
-			{d("publishes_total", "Publishes this broker accepted."), func(s hostfuncs.PilotBrokerStats) uint64 { return s.Published }},
-			{d("publish_errors_total", "Publishes to this broker that failed or hit their deadline."), func(s hostfuncs.PilotBrokerStats) uint64 { return s.PublishErrors }},
-			{d("drops_total", "Messages this broker never got: skipped while it backed off, dropped from its full queue, or stale."), func(s hostfuncs.PilotBrokerStats) uint64 { return s.Dropped }},
-			{d("received_total", "Events read from this broker's subscriptions, copies included."), func(s hostfuncs.PilotBrokerStats) uint64 { return s.Received }},
-			{d("deliveries_total", "Events this broker delivered first (handed to the election)."), func(s hostfuncs.PilotBrokerStats) uint64 { return s.Delivered }},
-			{d("duplicates_total", "Events from this broker dropped as copies of ones already delivered."), func(s hostfuncs.PilotBrokerStats) uint64 { return s.Duplicates }},
-			{d("subscription_restarts_total", "Subscribe processes to this broker restarted (ended, reset or stalled)."), func(s hostfuncs.PilotBrokerStats) uint64 { return s.Restarts }},
-			{d("stalls_total", "Subscriptions to this broker declared stalled (silent while others delivered) and restarted."), func(s hostfuncs.PilotBrokerStats) uint64 { return s.Stalls }},
+			{d("publishes_total", "Publishes this broker accepted."), func(s transport.PilotBrokerStats) uint64 { return s.Published }},
+			{d("publish_errors_total", "Publishes to this broker that failed or hit their deadline."), func(s transport.PilotBrokerStats) uint64 { return s.PublishErrors }},
+			{d("drops_total", "Messages this broker never got: skipped while it backed off, dropped from its full queue, or stale."), func(s transport.PilotBrokerStats) uint64 { return s.Dropped }},
+			{d("received_total", "Events read from this broker's subscriptions, copies included."), func(s transport.PilotBrokerStats) uint64 { return s.Received }},
+			{d("deliveries_total", "Events this broker delivered first (handed to the election)."), func(s transport.PilotBrokerStats) uint64 { return s.Delivered }},
+			{d("duplicates_total", "Events from this broker dropped as copies of ones already delivered."), func(s transport.PilotBrokerStats) uint64 { return s.Duplicates }},
+			{d("subscription_restarts_total", "Subscribe processes to this broker restarted (ended, reset or stalled)."), func(s transport.PilotBrokerStats) uint64 { return s.Restarts }},
+			{d("stalls_total", "Subscriptions to this broker declared stalled (silent while others delivered) and restarted."), func(s transport.PilotBrokerStats) uint64 { return s.Stalls }},
 		}}
 }
 

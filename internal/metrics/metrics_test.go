@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/transport"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -62,10 +62,10 @@ func TestNilSourceAndLint(t *testing.T) {
 
 func TestPilotBrokerExposition(t *testing.T) {
 	m := New("g1", "a", nil)
-	m.AddPilotBrokers(func() []hostfuncs.PilotBrokerStats {
-		return []hostfuncs.PilotBrokerStats{{
+	m.AddPilotBrokers(func() []transport.PilotBrokerStats {
+		return []transport.PilotBrokerStats{{
 			Host: "n2", Published: 7, PublishErrors: 2, Dropped: 3, Received: 11, Delivered: 6, Duplicates: 5, Restarts: 4, Stalls: 1,
-			PublishLatency: hostfuncs.LatencyHistogram{Bounds: []float64{0.05, 0.1}, Counts: []uint64{2, 6}, Count: 7, SumSeconds: 0.5},
+			PublishLatency: transport.LatencyHistogram{Bounds: []float64{0.05, 0.1}, Counts: []uint64{2, 6}, Count: 7, SumSeconds: 0.5},
 		}}
 	})
 	text := scrape(t, m)

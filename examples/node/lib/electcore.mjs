@@ -239,7 +239,7 @@ export async function loadCore(kind = 'extism', wasmPath = defaultWasmPath()) {
 // ---- NATS subjects ---------------------------------------------------------
 
 // natsSubject maps a topic to its NATS subject exactly as the Go transport
-// (hostfuncs.NATSSubject): plain topics as they are, anything else base64url.
+// (transport.NATSSubject): plain topics as they are, anything else base64url.
 export function natsSubject(topic) {
   const prefix = 'electcore.enc.';
   const plain = topic !== '' && !topic.startsWith(prefix) && !topic.startsWith('.') && !topic.endsWith('.') &&

@@ -28,7 +28,8 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/statestore"
+	"github.com/electcore/electcore/transport"
 )
 
 func main() {
@@ -79,10 +80,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			}{id, ev})
 		}
 	}
-	start := func(id string, members []string, tr hostfuncs.Transport) (*Runner, error) {
-		var store Store = hostfuncs.NewMemStateStore()
+	start := func(id string, members []string, tr transport.Transport) (*Runner, error) {
+		var store Store = statestore.NewMem()
 		if fs.stateDir != "" {
-			s, err := hostfuncs.OpenStateStore(fs.stateDir + "/" + id)
+			s, err := statestore.Open(fs.stateDir + "/" + id)
 			if err != nil {
 				return nil, err
 			}
@@ -100,7 +101,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if fs.id == "" || fs.members == "" {
 			return fmt.Errorf("--id and --members are required with --transport nats")
 		}
-		tr, err := hostfuncs.NewNATSTransport(hostfuncs.NATSOptions{URL: fs.broker, Name: "skill-runner " + fs.id})
+		tr, err := transport.NewNATSTransport(transport.NATSOptions{URL: fs.broker, Name: "skill-runner " + fs.id})
 		if err != nil {
 			return err
 		}
@@ -111,7 +112,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		runners = append(runners, r)
 	case "mem":
-		bus := hostfuncs.NewMemBus(hostfuncs.MemOptions{})
+		bus := transport.NewMemBus(transport.MemOptions{})
 		defer bus.Close()
 		ids := make([]string, fs.agents)
 		for i := range ids {

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/hostfuncs"
+	"github.com/electcore/electcore/host"
+	"github.com/electcore/electcore/statestore"
+	"github.com/electcore/electcore/transport"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -72,7 +74,7 @@ func Load(ctx context.Context, wasm []byte) (*Module, error) {
 	}, nil, []api.ValueType{i64})
 	fn("publish", func(ctx context.Context, m api.Module, s []uint64) {
 		r := runnerOf(ctx)
-		r.outbox = append(r.outbox, hostfuncs.Message{Topic: string(read(m, s[0], s[1])), Payload: read(m, s[2], s[3])})
+		r.outbox = append(r.outbox, transport.Message{Topic: string(read(m, s[0], s[1])), Payload: read(m, s[2], s[3])})
 		s[0] = 0
 	}, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32})
 	fn("persist", func(ctx context.Context, m api.Module, s []uint64) {
@@ -131,7 +133,7 @@ func read(m api.Module, ptr, n uint64) []byte {
 // stateName is where a member's group state lives in the StateStore.
 func stateName(id, group string) string { return id + "=" + group }
 
-// Store is what the runner persists to (hostfuncs.StateStore fits).
+// Store is what the runner persists to (statestore.Store fits).
 type Store interface {
 	Save(name string, data []byte) error
 	Load(name string) ([]byte, error)
@@ -145,9 +147,9 @@ type Store interface {
 type Runner struct {
 	mod    *Module
 	cfg    core.Config
-	tr     hostfuncs.Transport
+	tr     transport.Transport
 	store  Store
-	clock  hostfuncs.Clock
+	clock  host.Clock
 	logger *slog.Logger
 	onEv   func(Event)
 	// leading: the last became-leader not followed by stepped-down (so
@@ -155,10 +157,10 @@ type Runner struct {
 	leading bool
 
 	inst   api.Module
-	outbox []hostfuncs.Message
+	outbox []transport.Message
 	events []Event
 
-	inbox chan hostfuncs.Message
+	inbox chan transport.Message
 	cmds  chan command
 	done  chan struct{}
 	traps int
@@ -172,9 +174,9 @@ type command struct {
 
 // Options configures a Runner.
 type Options struct {
-	Transport hostfuncs.Transport
+	Transport transport.Transport
 	Store     Store
-	Clock     hostfuncs.Clock // nil: a real monotonic clock
+	Clock     host.Clock // nil: a real monotonic clock
 	Logger    *slog.Logger
 	OnEvent   func(Event) // called from the runner's goroutine
 }
@@ -183,9 +185,9 @@ type Options struct {
 // and leaves).
 func (m *Module) Start(ctx context.Context, cfg core.Config, o Options) (*Runner, error) {
 	r := &Runner{mod: m, cfg: cfg, tr: o.Transport, store: o.Store, clock: o.Clock, logger: o.Logger, onEv: o.OnEvent,
-		inbox: make(chan hostfuncs.Message, 1024), cmds: make(chan command), done: make(chan struct{})}
+		inbox: make(chan transport.Message, 1024), cmds: make(chan command), done: make(chan struct{})}
 	if r.clock == nil {
-		r.clock = hostfuncs.NewRealClock()
+		r.clock = host.NewRealClock()
 	}
 	if r.logger == nil {
 		r.logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -193,7 +195,7 @@ func (m *Module) Start(ctx context.Context, cfg core.Config, o Options) (*Runner
 	if r.onEv == nil {
 		r.onEv = func(Event) {}
 	}
-	if err := r.tr.Subscribe(ctx, core.Topic(cfg.Group), func(msg hostfuncs.Message) {
+	if err := r.tr.Subscribe(ctx, core.Topic(cfg.Group), func(msg transport.Message) {
 		select {
 		case r.inbox <- msg:
 		default: // overloaded: drop, as a lossy bus would
@@ -225,7 +227,7 @@ func (r *Runner) instantiateAndJoin(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	state, err := r.store.Load(stateName(r.cfg.ID, r.cfg.Group))
-	if err != nil && !errors.Is(err, hostfuncs.ErrNotFound) {
+	if err != nil && !errors.Is(err, statestore.ErrNotFound) {
 		return 0, fmt.Errorf("state: %w", err)
 	}
 	return r.call(ctx, "hd_join", append(cfgb, state...), uint64(len(cfgb)), uint64(len(state)))

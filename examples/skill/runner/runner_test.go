@@ -14,8 +14,9 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/hostfuncs"
 	"github.com/electcore/electcore/internal/testwasm"
+	"github.com/electcore/electcore/statestore"
+	"github.com/electcore/electcore/transport"
 	"github.com/tetratelabs/wazero"
 )
 
@@ -83,9 +84,9 @@ func TestGrants(t *testing.T) {
 // checkedBus wraps a MemBus transport: every non-pre-vote message must carry a
 // term its sender had already persisted (persist-before-send).
 type checkedBus struct {
-	hostfuncs.Transport
+	transport.Transport
 	t     *testing.T
-	store *hostfuncs.MemStateStore
+	store *statestore.Mem
 	name  string
 }
 
@@ -110,7 +111,7 @@ func (c *checkedBus) Publish(ctx context.Context, topic string, payload []byte) 
 // a heartbeat or two; no term ever has two leaders.
 func TestElection(t *testing.T) {
 	m := load(t)
-	bus := hostfuncs.NewMemBus(hostfuncs.MemOptions{DelayMin: time.Millisecond, DelayMax: 3 * time.Millisecond})
+	bus := transport.NewMemBus(transport.MemOptions{DelayMin: time.Millisecond, DelayMax: 3 * time.Millisecond})
 	defer bus.Close()
 	ids := []string{"a", "b", "c"}
 	var mu sync.Mutex
@@ -121,7 +122,7 @@ func TestElection(t *testing.T) {
 	for _, id := range ids {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancels[id] = cancel
-		store := hostfuncs.NewMemStateStore()
+		store := statestore.NewMem()
 		tr := &checkedBus{Transport: bus.Transport(id), t: t, store: store, name: stateName(id, "g")}
 		r, err := m.Start(ctx, core.Config{ID: id, Group: "g", Members: ids, HeartbeatMs: 50, ElectionTimeoutMs: 300}, Options{
 			Transport: tr, Store: store,
@@ -185,15 +186,15 @@ func TestElection(t *testing.T) {
 	}
 }
 
-// TestRestart: a runner persists through a hostfuncs.StateStore and a new
+// TestRestart: a runner persists through a statestore.Store and a new
 // instance resumes from it at the same term.
 func TestRestart(t *testing.T) {
 	m := load(t)
 	dir := t.TempDir()
-	bus := hostfuncs.NewMemBus(hostfuncs.MemOptions{})
+	bus := transport.NewMemBus(transport.MemOptions{})
 	defer bus.Close()
 	runOnce := func(want func(Event) bool) (Event, error) {
-		store, err := hostfuncs.OpenStateStore(dir)
+		store, err := statestore.Open(dir)
 		if err != nil {
 			return Event{}, err
 		}

@@ -1,23 +1,23 @@
-package hostfuncs
+package statestore
 
 import (
 	"fmt"
 	"sync"
 )
 
-// MemStateStore keeps state blobs in memory, with StateStore's Save and Load:
+// Mem keeps state blobs in memory, with Store's Save and Load:
 // for demos and tests, where losing the state with the process is the point.
 // It is safe for concurrent use.
-type MemStateStore struct {
+type Mem struct {
 	mu sync.Mutex
 	m  map[string][]byte
 }
 
-// NewMemStateStore returns an empty in-memory store.
-func NewMemStateStore() *MemStateStore { return &MemStateStore{m: map[string][]byte{}} }
+// NewMem returns an empty in-memory store.
+func NewMem() *Mem { return &Mem{m: map[string][]byte{}} }
 
 // Save keeps a copy of data under name.
-func (s *MemStateStore) Save(name string, data []byte) error {
+func (s *Mem) Save(name string, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.m[name] = append([]byte(nil), data...)
@@ -25,7 +25,7 @@ func (s *MemStateStore) Save(name string, data []byte) error {
 }
 
 // Load returns a copy of what was saved under name, or ErrNotFound.
-func (s *MemStateStore) Load(name string) ([]byte, error) {
+func (s *Mem) Load(name string) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.m[name]

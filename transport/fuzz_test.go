@@ -1,4 +1,4 @@
-package hostfuncs
+package transport
 
 import (
 	"bytes"
@@ -46,26 +46,6 @@ func FuzzPilotError(f *testing.F) {
 		var pe *PilotError
 		if err := parsePilotError("publish", "h", stderr, errors.New("exit status 1")); !errors.As(err, &pe) || pe.Code == "" {
 			t.Fatalf("stderr %q gave %v", stderr, err)
-		}
-	})
-}
-
-// FuzzStateDecode: a state file's decoder refuses anything but a well-framed,
-// checksummed file (ErrCorrupt), and round-trips what it accepts.
-func FuzzStateDecode(f *testing.F) {
-	f.Add(encodeState([]byte("term 3 vote a")))
-	f.Add(encodeState(nil))
-	f.Add([]byte("ECST"))
-	f.Fuzz(func(t *testing.T, file []byte) {
-		payload, err := decodeState(file)
-		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("refusal %v is not ErrCorrupt", err)
-			}
-			return
-		}
-		if !bytes.Equal(encodeState(payload), file) {
-			t.Fatalf("accepted %q, which does not re-encode to itself", file)
 		}
 	})
 }

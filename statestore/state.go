@@ -1,4 +1,4 @@
-package hostfuncs
+package statestore
 
 import (
 	"bytes"
@@ -19,17 +19,22 @@ import (
 
 // State store errors.
 var (
+	// ErrNotFound: Load of a name that was never saved (a fresh start is
+	// safe).
+	ErrNotFound = errors.New("statestore: not found")
+	// ErrClosed: the store was used after Close.
+	ErrClosed = errors.New("statestore: closed")
 	// ErrCorrupt: a state file (or the manifest) failed its header or checksum check.
-	ErrCorrupt = errors.New("hostfuncs: state corrupt")
+	ErrCorrupt = errors.New("statestore: state corrupt")
 	// ErrMissing: the store recorded that a state with this name was saved,
 	// but its file is gone. Never treat this as a fresh start: a node that
 	// forgets its term and vote can vote twice.
-	ErrMissing = errors.New("hostfuncs: state missing (it existed before)")
+	ErrMissing = errors.New("statestore: state missing (it existed before)")
 	// ErrInvalidName: a state name that is empty, "." or "..", or contains a
 	// path separator or NUL.
-	ErrInvalidName = errors.New("hostfuncs: invalid state name")
+	ErrInvalidName = errors.New("statestore: invalid state name")
 	// ErrLocked: another process holds the state directory.
-	ErrLocked = errors.New("hostfuncs: state directory locked by another process")
+	ErrLocked = errors.New("statestore: state directory locked by another process")
 )
 
 // On-disk format of a state file (and of the manifest), all little endian:
@@ -87,11 +92,11 @@ func decodeState(buf []byte) ([]byte, error) {
 	return payload, nil
 }
 
-// StateStore keeps opaque per-name byte blobs (the host stores the encoded
+// Store keeps opaque per-name byte blobs (the host stores the encoded
 // election state of each group) durably in one directory. Save is atomic:
 // after a crash, Load returns either the old or the new bytes. It is safe for
 // concurrent use; the directory is locked against other processes while open.
-type StateStore struct {
+type Store struct {
 	dir    string
 	logger *slog.Logger
 
@@ -101,17 +106,17 @@ type StateStore struct {
 	closed bool
 }
 
-// StateOptions configures OpenStateStore.
-type StateOptions struct {
+// Options configures Open.
+type Options struct {
 	Logger *slog.Logger // nil: silent
 }
 
-// OpenStateStore opens (creating it if needed, mode 0700) a state directory.
+// Open opens (creating it if needed, mode 0700) a state directory.
 // It fails with a clear error if the directory cannot be written, with
 // ErrLocked if another process has it open, and with ErrCorrupt if its
 // manifest is damaged.
-func OpenStateStore(dir string, opts ...StateOptions) (*StateStore, error) {
-	var o StateOptions
+func Open(dir string, opts ...Options) (*Store, error) {
+	var o Options
 	if len(opts) > 0 {
 		o = opts[0]
 	}
@@ -120,28 +125,28 @@ func OpenStateStore(dir string, opts ...StateOptions) (*StateStore, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	if dir == "" {
-		return nil, errors.New("hostfuncs: state directory not set")
+		return nil, errors.New("statestore: state directory not set")
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("hostfuncs: cannot create state directory %s: %w", dir, err)
+		return nil, fmt.Errorf("statestore: cannot create state directory %s: %w", dir, err)
 	}
 	// Writability check: create, sync and remove a probe file.
 	probe, err := os.CreateTemp(dir, ".probe-*")
 	if err != nil {
-		return nil, fmt.Errorf("hostfuncs: state directory %s is not writable: %w", dir, err)
+		return nil, fmt.Errorf("statestore: state directory %s is not writable: %w", dir, err)
 	}
 	_, werr := probe.Write([]byte("probe"))
 	serr := probe.Sync()
 	probe.Close()
 	os.Remove(probe.Name())
 	if err := errors.Join(werr, serr); err != nil {
-		return nil, fmt.Errorf("hostfuncs: state directory %s is not writable: %w", dir, err)
+		return nil, fmt.Errorf("statestore: state directory %s is not writable: %w", dir, err)
 	}
 	lock, err := lockDir(filepath.Join(dir, lockName))
 	if err != nil {
-		return nil, fmt.Errorf("hostfuncs: state directory %s: %w", dir, err)
+		return nil, fmt.Errorf("statestore: state directory %s: %w", dir, err)
 	}
-	s := &StateStore{dir: dir, logger: logger, lock: lock, known: map[string]bool{}}
+	s := &Store{dir: dir, logger: logger, lock: lock, known: map[string]bool{}}
 	if err := s.loadManifest(); err != nil {
 		lock.Close()
 		return nil, err
@@ -150,10 +155,10 @@ func OpenStateStore(dir string, opts ...StateOptions) (*StateStore, error) {
 }
 
 // Dir returns the store's directory.
-func (s *StateStore) Dir() string { return s.dir }
+func (s *Store) Dir() string { return s.dir }
 
 // Close releases the directory lock. Further calls return ErrClosed.
-func (s *StateStore) Close() error {
+func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -163,14 +168,14 @@ func (s *StateStore) Close() error {
 	return s.lock.Close()
 }
 
-func (s *StateStore) loadManifest() error {
+func (s *Store) loadManifest() error {
 	buf, err := os.ReadFile(filepath.Join(s.dir, manifestName))
 	if errors.Is(err, fs.ErrNotExist) {
 		// No manifest. If state files exist anyway (manifest deleted, or a
 		// directory from elsewhere), rebuild it from them: those names existed.
 		entries, rerr := os.ReadDir(s.dir)
 		if rerr != nil {
-			return fmt.Errorf("hostfuncs: reading state directory %s: %w", s.dir, rerr)
+			return fmt.Errorf("statestore: reading state directory %s: %w", s.dir, rerr)
 		}
 		for _, e := range entries {
 			if base, ok := strings.CutSuffix(e.Name(), stateSuffix); ok && !e.IsDir() {
@@ -188,7 +193,7 @@ func (s *StateStore) loadManifest() error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("hostfuncs: reading state manifest in %s: %w", s.dir, err)
+		return fmt.Errorf("statestore: reading state manifest in %s: %w", s.dir, err)
 	}
 	payload, err := decodeState(buf)
 	if err != nil {
@@ -202,7 +207,7 @@ func (s *StateStore) loadManifest() error {
 	return nil
 }
 
-func (s *StateStore) writeManifest() error {
+func (s *Store) writeManifest() error {
 	names := make([]string, 0, len(s.known))
 	for n := range s.known {
 		names = append(names, n)
@@ -220,8 +225,8 @@ func (s *StateStore) writeManifest() error {
 // fsync it, rename it over the old file, fsync the directory. The first Save
 // of a name also records it in the directory's manifest (before the data),
 // so a later disappearance is reported as ErrMissing.
-func (s *StateStore) Save(name string, data []byte) error {
-	file, err := stateFileName(name)
+func (s *Store) Save(name string, data []byte) error {
+	file, err := fileName(name)
 	if err != nil {
 		return err
 	}
@@ -240,10 +245,10 @@ func (s *StateStore) Save(name string, data []byte) error {
 	return s.writeAtomic(file, encodeState(data))
 }
 
-func (s *StateStore) writeAtomic(file string, content []byte) (err error) {
+func (s *Store) writeAtomic(file string, content []byte) (err error) {
 	tmp, err := os.CreateTemp(s.dir, "."+file+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("hostfuncs: saving state %s: %w", file, err)
+		return fmt.Errorf("statestore: saving state %s: %w", file, err)
 	}
 	defer func() {
 		if err != nil {
@@ -252,19 +257,19 @@ func (s *StateStore) writeAtomic(file string, content []byte) (err error) {
 		}
 	}()
 	if _, err = tmp.Write(content); err != nil {
-		return fmt.Errorf("hostfuncs: saving state %s: %w", file, err)
+		return fmt.Errorf("statestore: saving state %s: %w", file, err)
 	}
 	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("hostfuncs: saving state %s: fsync: %w", file, err)
+		return fmt.Errorf("statestore: saving state %s: fsync: %w", file, err)
 	}
 	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("hostfuncs: saving state %s: %w", file, err)
+		return fmt.Errorf("statestore: saving state %s: %w", file, err)
 	}
 	if err = os.Rename(tmp.Name(), filepath.Join(s.dir, file)); err != nil {
-		return fmt.Errorf("hostfuncs: saving state %s: rename: %w", file, err)
+		return fmt.Errorf("statestore: saving state %s: rename: %w", file, err)
 	}
 	if err = syncDir(s.dir); err != nil {
-		return fmt.Errorf("hostfuncs: saving state %s: fsync dir: %w", file, err)
+		return fmt.Errorf("statestore: saving state %s: fsync dir: %w", file, err)
 	}
 	return nil
 }
@@ -282,8 +287,8 @@ func syncDir(dir string) error {
 // name was never saved in this directory (a fresh start is safe), ErrMissing
 // if it was saved before but the file is gone (NOT safe to start fresh),
 // ErrCorrupt if the file fails its checks.
-func (s *StateStore) Load(name string) ([]byte, error) {
-	file, err := stateFileName(name)
+func (s *Store) Load(name string) ([]byte, error) {
+	file, err := fileName(name)
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +306,7 @@ func (s *StateStore) Load(name string) ([]byte, error) {
 		return nil, fmt.Errorf("state %q: %w", name, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("hostfuncs: loading state %q: %w", name, err)
+		return nil, fmt.Errorf("statestore: loading state %q: %w", name, err)
 	}
 	payload, err := decodeState(buf)
 	if err != nil {
@@ -312,8 +317,8 @@ func (s *StateStore) Load(name string) ([]byte, error) {
 
 // Delete forgets name on purpose: removes its file and its manifest entry, so
 // the next Load returns ErrNotFound. Use only for an operator-requested reset.
-func (s *StateStore) Delete(name string) error {
-	file, err := stateFileName(name)
+func (s *Store) Delete(name string) error {
+	file, err := fileName(name)
 	if err != nil {
 		return err
 	}
@@ -323,7 +328,7 @@ func (s *StateStore) Delete(name string) error {
 		return ErrClosed
 	}
 	if err := os.Remove(filepath.Join(s.dir, file)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("hostfuncs: deleting state %q: %w", name, err)
+		return fmt.Errorf("statestore: deleting state %q: %w", name, err)
 	}
 	if s.known[name] {
 		delete(s.known, name)
@@ -334,13 +339,13 @@ func (s *StateStore) Delete(name string) error {
 	return syncDir(s.dir)
 }
 
-// StateFileName returns the file name (inside the store's directory) used for
+// FileName returns the file name (inside the store's directory) used for
 // name: bytes outside [A-Za-z0-9_-] (and a leading '.') are percent-encoded;
 // names whose encoding exceeds 200 bytes are shortened with a SHA-256 suffix.
 // It rejects empty names, "." and "..", path separators and NUL.
-func StateFileName(name string) (string, error) { return stateFileName(name) }
+func FileName(name string) (string, error) { return fileName(name) }
 
-func stateFileName(name string) (string, error) {
+func fileName(name string) (string, error) {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
 		return "", fmt.Errorf("%w: %q", ErrInvalidName, name)
 	}

@@ -1,4 +1,4 @@
-package hostfuncs
+package transport
 
 import (
 	"context"
@@ -245,7 +245,7 @@ func (t *NATSTransport) publish(ctx context.Context, topic string, payload []byt
 		return err
 	}
 	if topic == "" {
-		return fmt.Errorf("hostfuncs: empty topic: %w", ErrInvalidArgument)
+		return fmt.Errorf("transport: empty topic: %w", ErrInvalidArgument)
 	}
 	if st := t.nc.Status(); st != nats.CONNECTED {
 		return fmt.Errorf("nats publish: %w (%s, %s)", ErrConnectionFailed, st, t.url)
@@ -283,7 +283,7 @@ type natsSub struct {
 // after ctx ends or Close returns.
 func (t *NATSTransport) Subscribe(ctx context.Context, topic string, deliver func(Message)) error {
 	if topic == "" {
-		return fmt.Errorf("hostfuncs: empty topic: %w", ErrInvalidArgument)
+		return fmt.Errorf("transport: empty topic: %w", ErrInvalidArgument)
 	}
 	if err := ctx.Err(); err != nil {
 		return err

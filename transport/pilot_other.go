@@ -1,6 +1,6 @@
 //go:build !linux
 
-package hostfuncs
+package transport
 
 import "syscall"
 

@@ -1,4 +1,4 @@
-package hostfuncs
+package transport
 
 import (
 	"context"
@@ -68,14 +68,13 @@ func (c *counters) snapshot() Stats {
 
 // Sentinel errors. Use errors.Is: a *PilotError matches the sentinel of its code.
 var (
-	// ErrClosed is returned by a Transport (or StateStore) used after Close.
-	ErrClosed = errors.New("hostfuncs: closed")
+	// ErrClosed is returned by a Transport used after Close.
+	ErrClosed = errors.New("transport: closed")
 
 	// ErrConnectionFailed: the broker/daemon could not be reached or dropped
 	// the connection (pilot code "connection_failed"; NATS not connected).
 	ErrConnectionFailed = errors.New("connection failed")
-	// ErrNotFound: pilot code "not_found" (unknown or cleanly stopped host),
-	// and StateStore.Load for a name that never existed.
+	// ErrNotFound: pilot code "not_found" (unknown or cleanly stopped host).
 	ErrNotFound = errors.New("not found")
 	// ErrTimeout: pilot code "timeout", or a publish killed at its deadline.
 	ErrTimeout = errors.New("timeout")

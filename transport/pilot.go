@@ -1,4 +1,4 @@
-package hostfuncs
+package transport
 
 import (
 	"bufio"
@@ -146,10 +146,10 @@ func NewPilotTransport(opts PilotOptions) (*PilotTransport, error) {
 		hosts []string
 	}{{"publish", opts.Hosts}, {"subscribe", opts.SubscribeHosts}} {
 		if len(list.hosts) == 0 {
-			return nil, fmt.Errorf("hostfuncs: pilot transport needs at least one broker host to %s: %w", list.what, ErrInvalidArgument)
+			return nil, fmt.Errorf("transport: pilot transport needs at least one broker host to %s: %w", list.what, ErrInvalidArgument)
 		}
 		if len(list.hosts) > 32 {
-			return nil, fmt.Errorf("hostfuncs: pilot transport supports at most 32 broker hosts: %w", ErrInvalidArgument)
+			return nil, fmt.Errorf("transport: pilot transport supports at most 32 broker hosts: %w", ErrInvalidArgument)
 		}
 		seen := map[string]bool{}
 		for _, h := range list.hosts {
@@ -157,7 +157,7 @@ func NewPilotTransport(opts PilotOptions) (*PilotTransport, error) {
 				return nil, err
 			}
 			if seen[h] {
-				return nil, fmt.Errorf("hostfuncs: pilot broker host %q listed twice: %w", h, ErrInvalidArgument)
+				return nil, fmt.Errorf("transport: pilot broker host %q listed twice: %w", h, ErrInvalidArgument)
 			}
 			seen[h] = true
 		}
@@ -182,7 +182,7 @@ func NewPilotTransport(opts PilotOptions) (*PilotTransport, error) {
 		opts.SubscriptionsPerHost = 1
 	}
 	if n := len(opts.SubscribeHosts) * opts.SubscriptionsPerHost; n > 32 {
-		return nil, fmt.Errorf("hostfuncs: %d subscriptions per topic, at most 32: %w", n, ErrInvalidArgument)
+		return nil, fmt.Errorf("transport: %d subscriptions per topic, at most 32: %w", n, ErrInvalidArgument)
 	}
 	defDur(&opts.BackoffMin, 200*time.Millisecond)
 	if opts.BackoffMax < opts.BackoffMin {
@@ -243,12 +243,12 @@ func (t *PilotTransport) broker(host string) *brokerStat {
 }
 
 func missingBinary(bin string, err error) error {
-	return fmt.Errorf("hostfuncs: pilotctl binary %q not found (install Pilot Protocol's pilotctl or set the binary path): %v: %w", bin, err, exec.ErrNotFound)
+	return fmt.Errorf("transport: pilotctl binary %q not found (install Pilot Protocol's pilotctl or set the binary path): %v: %w", bin, err, exec.ErrNotFound)
 }
 
 func checkArg(what, v string) error {
 	if v == "" || strings.HasPrefix(v, "--") || strings.ContainsRune(v, 0) {
-		return fmt.Errorf("hostfuncs: pilot %s %q is empty, starts with \"--\" or contains NUL: %w", what, v, ErrInvalidArgument)
+		return fmt.Errorf("transport: pilot %s %q is empty, starts with \"--\" or contains NUL: %w", what, v, ErrInvalidArgument)
 	}
 	return nil
 }
@@ -342,7 +342,7 @@ func (t *PilotTransport) publishCheck(ctx context.Context, topic string, payload
 		return err
 	}
 	if bytes.IndexByte(payload, 0) >= 0 || !utf8.Valid(payload) {
-		return fmt.Errorf("hostfuncs: pilot payloads must be UTF-8 text without NUL: %w", ErrInvalidArgument)
+		return fmt.Errorf("transport: pilot payloads must be UTF-8 text without NUL: %w", ErrInvalidArgument)
 	}
 	return nil
 }
@@ -694,9 +694,9 @@ func PilotLayout(self PilotNode, brokers []string) (publish, subscribe []string,
 	case len(own) == 0:
 		return publish, publish, false, nil
 	case len(own) > 1:
-		return nil, nil, false, fmt.Errorf("hostfuncs: brokers %s all name this node (%s): list it once: %w", strings.Join(own, ", "), self.Address, ErrInvalidArgument)
+		return nil, nil, false, fmt.Errorf("transport: brokers %s all name this node (%s): list it once: %w", strings.Join(own, ", "), self.Address, ErrInvalidArgument)
 	case len(publish) == 0:
-		return nil, nil, false, fmt.Errorf("hostfuncs: the only broker, %s, is this node (%s): publishing to your own broker floods the pilot daemon; list the other members' nodes (or dedicated broker nodes) too: %w", own[0], self.Address, ErrInvalidArgument)
+		return nil, nil, false, fmt.Errorf("transport: the only broker, %s, is this node (%s): publishing to your own broker floods the pilot daemon; list the other members' nodes (or dedicated broker nodes) too: %w", own[0], self.Address, ErrInvalidArgument)
 	}
 	return publish, own, true, nil
 }
@@ -934,7 +934,7 @@ func (s *pilotSub) start(ctx context.Context, h *subHost) (*pilotProc, error) {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return nil, missingBinary(s.t.opts.Binary, err)
 		}
-		return nil, fmt.Errorf("hostfuncs: starting pilotctl subscribe %s %s: %w", host, s.topic, err)
+		return nil, fmt.Errorf("transport: starting pilotctl subscribe %s %s: %w", host, s.topic, err)
 	}
 	p := &pilotProc{cmd: cmd, stdout: stdout, stderr: stderr}
 	h.mu.Lock()

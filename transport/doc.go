@@ -1,7 +1,7 @@
-// Package hostfuncs is what an electcore host supplies to the pure election
-// core: a clock, publish/subscribe transports, durable state and logging.
-// The core never calls out; the host (package host) moves bytes between
-// these and the core.
+// Package transport holds the publish/subscribe buses an electcore agent
+// moves the core's messages over: an in-process bus (mem), core NATS, and
+// Pilot (through the pilotctl CLI). The core never calls out; the agent
+// (package host) moves bytes between a Transport and the core.
 //
 // Where to start:
 //
@@ -23,11 +23,6 @@
 //     *PilotError. PilotLayout lays a broker list out around the local node
 //     (never publishing to it). Tests run it against internal/pilotstandin,
 //     a stand-in that also models the real network's faults.
-//   - state.go: StateStore, atomic and checksummed per-name blobs in one
-//     directory; Load distinguishes ErrNotFound (never saved: fresh start is
-//     safe) from ErrMissing (it existed and vanished: do not start fresh) and
-//     ErrCorrupt.
-//   - clock.go: Clock (monotonic milliseconds), RealClock, ManualClock.
 //
 // Conventions shared by all transports:
 //
@@ -42,4 +37,4 @@
 //     published while it is reconnecting. Stats.Resubscribes and the OnGap
 //     options report such gaps; the election protocol tolerates them.
 //   - Options take a *slog.Logger; nil means silent (never slog.Default()).
-package hostfuncs
+package transport

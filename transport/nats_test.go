@@ -1,4 +1,4 @@
-package hostfuncs
+package transport
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electcore/electcore/hostfuncs/natstest"
+	"github.com/electcore/electcore/transport/natstest"
 )
 
 func newNATS(t *testing.T, url string) *NATSTransport {

@@ -1,4 +1,4 @@
-package hostfuncs
+package transport
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electcore/electcore/hostfuncs/natstest"
 	"github.com/electcore/electcore/internal/pilotstandin"
+	"github.com/electcore/electcore/transport/natstest"
 )
 
 // exchange checks a multi-party round: every node publishes once and every

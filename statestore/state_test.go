@@ -1,4 +1,4 @@
-package hostfuncs
+package statestore
 
 import (
 	"bytes"
@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-func openStore(t *testing.T, dir string) *StateStore {
+func openStore(t *testing.T, dir string) *Store {
 	t.Helper()
-	s, err := OpenStateStore(dir)
+	s, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestStateCorruptionDetected(t *testing.T) {
 	m, _ := os.ReadFile(mpath)
 	m[len(m)-2] ^= 1
 	os.WriteFile(mpath, m, 0o600)
-	if _, err := OpenStateStore(dir); !errors.Is(err, ErrCorrupt) {
+	if _, err := Open(dir); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("corrupt manifest: %v", err)
 	}
 }
@@ -132,7 +132,7 @@ func TestStateMissingAfterItExisted(t *testing.T) {
 func TestStateOpenErrors(t *testing.T) {
 	dir := t.TempDir()
 	s := openStore(t, dir)
-	if _, err := OpenStateStore(dir); !errors.Is(err, ErrLocked) {
+	if _, err := Open(dir); !errors.Is(err, ErrLocked) {
 		t.Fatalf("second open: %v", err)
 	}
 	s.Close()
@@ -140,13 +140,13 @@ func TestStateOpenErrors(t *testing.T) {
 
 	file := filepath.Join(t.TempDir(), "afile")
 	os.WriteFile(file, nil, 0o600)
-	if _, err := OpenStateStore(filepath.Join(file, "sub")); err == nil || !strings.Contains(err.Error(), "state directory") {
+	if _, err := Open(filepath.Join(file, "sub")); err == nil || !strings.Contains(err.Error(), "state directory") {
 		t.Fatalf("dir under a file: %v", err)
 	}
 	if os.Geteuid() != 0 { // root ignores permissions
 		ro := filepath.Join(t.TempDir(), "ro")
 		os.Mkdir(ro, 0o500)
-		if _, err := OpenStateStore(ro); err == nil || !strings.Contains(err.Error(), "not writable") {
+		if _, err := Open(ro); err == nil || !strings.Contains(err.Error(), "not writable") {
 			t.Fatalf("read-only dir: %v", err)
 		}
 	}
@@ -167,15 +167,15 @@ func TestStateNames(t *testing.T) {
 		".hidden":     "%2Ehidden.state",
 		"a.b c":       "a.b%20c.state",
 	} {
-		if got, _ := StateFileName(name); got != want {
-			t.Errorf("StateFileName(%q) = %q, want %q", name, got, want)
+		if got, _ := FileName(name); got != want {
+			t.Errorf("FileName(%q) = %q, want %q", name, got, want)
 		}
 		if d, err := decodeFileName(strings.TrimSuffix(want, stateSuffix)); err != nil || d != name {
 			t.Errorf("decode %q = %q %v", want, d, err)
 		}
 	}
 	long := strings.Repeat("é", 200)
-	f, _ := StateFileName(long)
+	f, _ := FileName(long)
 	if len(f) > 255 {
 		t.Fatalf("long name gives %d bytes", len(f))
 	}
