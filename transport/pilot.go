@@ -11,7 +11,6 @@ import (
 	"hash/maphash"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"sort"
@@ -21,6 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/electcore/electcore/internal/backoff"
 )
 
 // PilotOptions configures NewPilotTransport.
@@ -218,7 +219,7 @@ func NewPilotTransport(opts PilotOptions) (*PilotTransport, error) {
 	for _, h := range opts.Hosts {
 		b := t.broker(h)
 		b.publishing = true
-		p := &brokerPub{t: t, stat: b, wake: make(chan struct{}, 1)}
+		p := &brokerPub{t: t, stat: b, wake: make(chan struct{}, 1), backoff: backoff.New(opts.PublishBackoffMin, opts.PublishBackoffMax)}
 		t.pubs = append(t.pubs, p)
 		for range opts.PublishWorkers {
 			t.wg.Go(p.work)
@@ -389,7 +390,8 @@ type brokerPub struct {
 
 	mu       sync.Mutex
 	q        []*pubJob
-	failures int       // consecutive failed publishes
+	failures int // consecutive failed publishes
+	backoff  *backoff.Backoff
 	retryAt  time.Time // while failing: no message before this
 	probing  bool      // while failing: one message is in flight to test the broker
 	lastErr  error
@@ -510,13 +512,13 @@ func (p *brokerPub) settle(err error, skipped bool) {
 			p.t.logger.Info("pilot broker publishes again", "host", p.stat.name, "after_failures", p.failures)
 		}
 		p.failures = 0
+		p.backoff.Reset()
 		p.mu.Unlock()
 		return
 	}
 	p.failures++
 	p.lastErr = err
-	backoff := min(p.t.opts.PublishBackoffMin<<min(p.failures-1, 16), p.t.opts.PublishBackoffMax)
-	wait := backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1))
+	wait := p.backoff.Next()
 	p.retryAt = time.Now().Add(wait)
 	queued := p.q
 	p.q = nil
@@ -949,7 +951,7 @@ func (s *pilotSub) loop(ctx context.Context, idx int, h *subHost, p *pilotProc) 
 	t := s.t
 	host := h.stat.name
 	log := t.logger.With("host", host, "topic", s.topic)
-	backoff := t.opts.BackoffMin
+	bo := backoff.New(t.opts.BackoffMin, t.opts.BackoffMax)
 	for {
 		started := time.Now()
 		wait := time.Duration(0)
@@ -996,15 +998,13 @@ func (s *pilotSub) loop(ctx context.Context, idx int, h *subHost, p *pilotProc) 
 			h.stat.restarts.Add(1)
 			lived := time.Since(started)
 			if lived >= t.opts.StableAfter || h.lastEvent.Load() > started.UnixNano() {
-				backoff = t.opts.BackoffMin // it worked (a reset, an idle drop): back at once
+				bo.Reset() // it worked (a reset, an idle drop): back at once
 			} else {
-				wait = backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1)) // full jitter in [backoff/2, backoff]
-				backoff = min(backoff*2, t.opts.BackoffMax)
+				wait = bo.Next()
 			}
 			log.Warn("pilot subscription ended; resubscribing (messages in the gap are lost)", "err", gapErr, "lived", lived.Round(time.Millisecond), "wait", wait.Round(time.Millisecond))
 		} else {
-			wait = backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1))
-			backoff = min(backoff*2, t.opts.BackoffMax)
+			wait = bo.Next()
 		}
 		if wait > 0 {
 			timer := time.NewTimer(wait)

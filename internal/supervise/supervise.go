@@ -17,12 +17,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/electcore/electcore/internal/backoff"
 )
 
 // Options configures a Supervisor.
@@ -131,16 +132,18 @@ func (s *Supervisor) Run(ctx context.Context, env ...string) error {
 		return ErrBusy
 	}
 	defer s.running.Store(0)
-	backoff := s.opts.BackoffMin
+	bo := backoff.New(s.opts.BackoffMin, s.opts.BackoffMax)
 	for {
 		if ctx.Err() != nil {
 			return nil
 		}
 		started := time.Now()
+		var wait time.Duration
 		p, err := s.start(env)
 		if err != nil {
 			s.startErrors.Add(1)
-			s.logger.Error("leader-only command failed to start", "cmd", s.path, "err", err, "retry_in", backoff)
+			wait = bo.Next()
+			s.logger.Error("leader-only command failed to start", "cmd", s.path, "err", err, "retry_in", wait)
 		} else {
 			select {
 			case <-ctx.Done():
@@ -155,21 +158,19 @@ func (s *Supervisor) Run(ctx context.Context, env ...string) error {
 					s.opts.OnExit(p.pid, werr)
 				}
 				if time.Since(started) >= s.opts.StableAfter {
-					backoff = s.opts.BackoffMin
+					bo.Reset()
 				}
-				s.logger.Warn("leader-only command exited while leading; restarting", "pid", p.pid, "status", exitStatus(werr), "after", time.Since(started).Round(time.Millisecond), "retry_in", backoff)
+				wait = bo.Next()
+				s.logger.Warn("leader-only command exited while leading; restarting", "pid", p.pid, "status", exitStatus(werr), "after", time.Since(started).Round(time.Millisecond), "retry_in", wait)
 			}
 		}
-		// Jittered back-off: [backoff/2, backoff).
-		d := backoff/2 + rand.N(backoff/2+1)
-		t := time.NewTimer(d)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
 		case <-t.C:
 		}
-		backoff = min(backoff*2, s.opts.BackoffMax)
 	}
 }
 
