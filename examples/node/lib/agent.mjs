@@ -1,12 +1,13 @@
 // agent.mjs — an election agent around one electcore core (ExtismCore or
-// RawCore): batches what arrived into one step, applies the output in the
-// core's order (persist, then publish, then events), and sleeps until the
-// next message or the core's wake-up time. Single-threaded: one step at a
-// time.
+// RawCore): batches what arrived into one step, applies the output through
+// Driver (driver.mjs, the Go hosts' core.Driver in JavaScript: persist, then
+// publish, then events), and sleeps until the next message or the core's
+// wake-up time. Single-threaded: one step at a time.
 
 import fs from 'node:fs';
 import path from 'node:path';
 import { encodeInput, decodeOutput, encodeState, Cmd, EventNames, topicOf } from './electcore.mjs';
+import { Driver } from './driver.mjs';
 
 // FileStore keeps each group's persisted core.GroupState ({group, term, vote,
 // epoch, ...} as the core handed it) in <dir>/<group>.json,
@@ -89,7 +90,19 @@ export class Agent {
     this.pending = false;
     this.closed = false;
     this.stats = { steps: 0, in: 0, out: 0, traps: 0, persistErrors: 0, held: 0 };
-    this.unsaved = new Map(); // group -> the latest state not yet saved
+    this.driver = new Driver({
+      save: (s) => this.store.save(encodeState(s)),
+      publish: (m) => {
+        try { this.transport.publish(m.t, m.p); this.stats.out++; } catch (err) { this.onError(err); }
+      },
+      event: (ev) => {
+        if (ev.k === 2) this.leading.set(ev.g, ev.term);
+        if (ev.k === 4 || ev.k === 7) this.leading.delete(ev.g);
+        if (ev.k === 7) this.groups.delete(ev.g);
+        this.onEvent({ event: EventNames[ev.k] ?? `kind-${ev.k}`, group: ev.g, term: ev.term, leader: ev.leader,
+          lease_until: ev.lease, reason: ev.why, member: ev.member });
+      },
+    });
   }
 
   serial(fn) {
@@ -162,39 +175,16 @@ export class Agent {
 
   apply(out, now) {
     this.stats.steps++;
-    // 1. Persist before anything that rests on it leaves the process. A
-    // state that could not be saved stays pending (the latest per group) and
-    // is offered again before every later batch; until a save succeeds the
-    // group publishes nothing: its later acks and votes rest on that term and
-    // vote too (core.PersistGate does the same for Go hosts).
-    for (const s of out.persist) this.unsaved.set(s.group, s);
-    for (const [group, s] of this.unsaved) {
-      try {
-        this.store.save(encodeState(s));
-        this.unsaved.delete(group);
-      } catch (err) {
-        this.stats.persistErrors++;
-        this.onError(new Error(`persist failed for group ${group}; its messages are held until a save succeeds: ${err.message}`));
-      }
+    // Persist, publish, events: the contract's order (driver.mjs). A state
+    // that could not be saved holds its group's publishes, and a leadership
+    // resting on it, until a later save succeeds.
+    const { held, errors } = this.driver.apply(out);
+    this.stats.held += held;
+    this.stats.persistErrors += errors.length;
+    for (const err of errors) {
+      this.onError(new Error(`persist failed; the group's messages are held until a save succeeds: ${err.message}`));
     }
-    if (this.unsaved.size > 0) {
-      const kept = out.pub.filter((m) => !this.unsaved.has(m.t.slice('election:'.length)));
-      this.stats.held += out.pub.length - kept.length;
-      out.pub = kept;
-    }
-    // 2. Publish.
-    for (const m of out.pub) {
-      try { this.transport.publish(m.t, m.p); this.stats.out++; } catch (err) { this.onError(err); }
-    }
-    // 3. Events.
-    for (const ev of out.ev) {
-      if (ev.k === 2) this.leading.set(ev.g, ev.term);
-      if (ev.k === 4 || ev.k === 7) this.leading.delete(ev.g);
-      if (ev.k === 7) this.groups.delete(ev.g);
-      this.onEvent({ event: EventNames[ev.k] ?? `kind-${ev.k}`, group: ev.g, term: ev.term, leader: ev.leader,
-        lease_until: ev.lease, reason: ev.why, member: ev.member });
-    }
-    // 4. Wake up at out.wake (0: no timer).
+    // Wake up at out.wake (0: no timer).
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     if (out.wake > 0 && !this.closed) {
