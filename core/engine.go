@@ -215,6 +215,7 @@ func (e *Engine) leave(g *group) {
 	}
 	heap.Remove(&e.timers, g.heapIdx)
 	delete(e.groups, g.topic)
+	e.enc.forget(g)
 	if g.dirty {
 		e.out.Persist = append(e.out.Persist, g.state())
 		e.dirty = slices.DeleteFunc(e.dirty, func(d *group) bool { return d == g })

@@ -147,22 +147,62 @@ func truncate(s string) string {
 	return s
 }
 
-// encoder appends wire messages. Every string it writes is a checked name
+// encoder writes wire messages. Every string it writes is a checked name
 // (no quotes, no escapes), so it writes JSON directly, in a fixed field order
 // that keeps outputs byte-identical everywhere.
+//
+// A message is written straight into the free end of a chunk of payload
+// memory and end hands it out as a slice of that chunk, which is never
+// written again: a host may keep a published payload as long as it likes,
+// yet a step allocates nothing but a new chunk every few dozen messages (an
+// allocation per message cost a malloc and, in wasm, garbage collections
+// that slowed every step while they ran).
 type encoder struct {
-	b []byte
+	b     []byte // the message being written, from chunk's free end
+	chunk []byte // the payloads handed out so far; its capacity is the free room
+
+	// The group, sender and incarnation fields begin last wrote, kept for
+	// the next message of the same group (formatting a 20-digit incarnation
+	// costs more than the rest of an ack).
+	hdr      []byte
+	hdrGroup *group
+	hdrInc   uint64
 }
+
+// encoderChunk is the size of a chunk of payload memory; a message starts a
+// new chunk when less than encoderRoom is left (the longest message, a
+// resign or an election with names of MaxIDLen, is well under it; a longer
+// one still works, in memory of its own).
+const (
+	encoderChunk = 4096
+	encoderRoom  = 512
+)
 
 // begin starts a message of g: its type, group, sender and the sender's
 // incarnation.
 func (e *encoder) begin(typ string, g *group) {
-	e.b = append(e.b[:0], `{"type":"`...)
+	if cap(e.chunk)-len(e.chunk) < encoderRoom {
+		e.chunk = make([]byte, 0, encoderChunk)
+	}
+	if g != e.hdrGroup || g.inc != e.hdrInc {
+		e.hdr = append(e.hdr[:0], `","group":"`...)
+		e.hdr = append(e.hdr, g.cfg.Group...)
+		e.hdr = append(e.hdr, `","from":"`...)
+		e.hdr = append(e.hdr, g.cfg.ID...)
+		e.hdr = append(e.hdr, `","inc":`...)
+		e.hdr = appendUint(e.hdr, g.inc)
+		e.hdrGroup, e.hdrInc = g, g.inc
+	}
+	e.b = append(e.chunk[len(e.chunk):], `{"type":"`...)
 	e.b = append(e.b, typ...)
-	e.b = append(e.b, '"')
-	e.str("group", g.cfg.Group)
-	e.str("from", g.cfg.ID)
-	e.num("inc", g.inc)
+	e.b = append(e.b, e.hdr...)
+}
+
+// forget drops what the encoder keeps of g (it left the engine).
+func (e *encoder) forget(g *group) {
+	if e.hdrGroup == g {
+		e.hdrGroup = nil
+	}
 }
 
 func (e *encoder) str(key, v string) {
@@ -177,13 +217,39 @@ func (e *encoder) num(key string, v uint64) {
 	e.b = append(e.b, `,"`...)
 	e.b = append(e.b, key...)
 	e.b = append(e.b, `":`...)
-	e.b = strconv.AppendUint(e.b, v, 10)
+	e.b = appendUint(e.b, v)
 }
 
 func (e *encoder) flag(key string) {
 	e.b = append(e.b, `,"`...)
 	e.b = append(e.b, key...)
 	e.b = append(e.b, `":true`...)
+}
+
+// appendUint is strconv.AppendUint(b, v, 10) in 32-bit arithmetic below the
+// top nine digits: a 64-bit division by a constant costs several
+// multiplications in wasm, a 32-bit one a single one.
+func appendUint(b []byte, v uint64) []byte {
+	if v < 10 {
+		return append(b, byte('0'+v))
+	}
+	var buf [20]byte
+	i := len(buf)
+	for v >= 1e9 {
+		q := v / 1e9
+		r := uint32(v - q*1e9)
+		for range 9 {
+			i--
+			buf[i] = byte('0' + r%10)
+			r /= 10
+		}
+		v = q
+	}
+	for r := uint32(v); r > 0; r /= 10 {
+		i--
+		buf[i] = byte('0' + r%10)
+	}
+	return append(b, buf[i:]...)
 }
 
 // wall adds the seed format's informational wall-clock field, if known.
@@ -199,8 +265,12 @@ func (e *encoder) wall(typ string, wallMs int64) {
 	}
 }
 
-// end closes the object and returns a copy the caller may keep.
+// end closes the message and returns it, to keep: its bytes are never
+// written again.
 func (e *encoder) end() []byte {
 	e.b = append(e.b, '}')
-	return append([]byte(nil), e.b...)
+	if n := len(e.b); n <= cap(e.chunk)-len(e.chunk) { // written in the chunk (else append moved it)
+		e.chunk = e.chunk[:len(e.chunk)+n]
+	}
+	return e.b[:len(e.b):len(e.b)]
 }

@@ -1,0 +1,75 @@
+package core
+
+import (
+	"bytes"
+	"math"
+	"strconv"
+	"testing"
+)
+
+func TestAppendUint(t *testing.T) {
+	vs := []uint64{0, 1, 9, 10, 99, 100, 999_999_999, 1e9, 1e9 + 1, 4294967295, 4294967296,
+		1e18 - 1, 1e18, 1e19, 14337955999216099397, math.MaxUint64}
+	for v := uint64(1); v < math.MaxUint64/7; v *= 7 {
+		vs = append(vs, v, v-1, v+1)
+	}
+	for _, v := range vs {
+		if got, want := string(appendUint([]byte("x"), v)), "x"+strconv.FormatUint(v, 10); got != want {
+			t.Errorf("appendUint(%d) = %s, want %s", v, got, want)
+		}
+	}
+}
+
+// A follower's acks are written into shared chunks of payload memory: every
+// payload must stay as it was published while later steps publish more, and
+// a heartbeat step must not allocate (the chunks amortize to under one
+// allocation per step).
+func TestPublishedPayloadsStay(t *testing.T) {
+	n := newTestNet(t, ModeQuorum, "a", "b", "c", "d", "e")
+	n.quiet = true
+	n.advance(3000, 10)
+	leader := n.status("a").Leader
+	follower := "a"
+	if leader == "a" {
+		follower = "b"
+	}
+	e := n.nodes[follower]
+	payloads := heartbeats(leader, 1024)
+	in := Input{Now: n.now, Inbound: make([]Message, 1)}
+	var out Output
+	var kept [][]byte
+	var copies [][]byte
+	for i := range 300 { // several chunks' worth
+		in.Inbound[0] = Message{Topic: "election:g", Payload: payloads[i]}
+		in.Now++
+		out.Reset()
+		e.Step(&in, &out)
+		if len(out.Publishes) != 1 {
+			t.Fatalf("step %d: want one ack, got %+v", i, out)
+		}
+		p := out.Publishes[0].Payload
+		if want := `,"seq":` + strconv.Itoa(i+2) + `,`; !bytes.Contains(p, []byte(want)) {
+			t.Fatalf("step %d: ack %s lacks %s", i, p, want)
+		}
+		kept, copies = append(kept, p), append(copies, bytes.Clone(p))
+	}
+	for _, p := range kept {
+		_ = append(p, "junk"...) // a host appending to a payload
+	}
+	for i := range kept {
+		if !bytes.Equal(kept[i], copies[i]) {
+			t.Fatalf("ack %d changed after it was published: %s, was %s", i, kept[i], copies[i])
+		}
+	}
+	k := 300
+	allocs := testing.AllocsPerRun(200, func() {
+		in.Inbound[0] = Message{Topic: "election:g", Payload: payloads[k%len(payloads)]}
+		in.Now++
+		k++
+		out.Reset()
+		e.Step(&in, &out)
+	})
+	if allocs != 0 {
+		t.Errorf("a heartbeat step allocates %.0f times on average, want under one", allocs)
+	}
+}
