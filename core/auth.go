@@ -207,13 +207,21 @@ func (g *group) initAuth() {
 		a.mac = hmac.New(sha256.New, c.Key)
 	} else {
 		a.priv = ed25519.PrivateKey(c.Key)
-		a.pubs = make(map[string]ed25519.PublicKey, len(c.MemberKeys))
-		for id, k := range c.MemberKeys {
-			a.pubs[id] = k
-		}
+		a.setKeys(c.ID, a.priv.Public().(ed25519.PublicKey), g.conf.keys)
 	}
 	a.epoch = g.epoch // raised by newGroup, persisted before anything is signed
 	g.auth = a
+}
+
+// setKeys makes keys (the configuration's) and this agent's own public key
+// the keys messages are verified with: a member removed from the
+// configuration is no longer heard.
+func (a *groupAuth) setKeys(self string, own ed25519.PublicKey, keys map[string][]byte) {
+	a.pubs = make(map[string]ed25519.PublicKey, len(keys)+1)
+	for id, k := range keys {
+		a.pubs[id] = k
+	}
+	a.pubs[self] = own
 }
 
 // appendCanonical appends the canonical encoding of m, received in group,
@@ -248,7 +256,30 @@ func appendCanonical(b []byte, group string, m *wireMsg) []byte {
 	b = binary.BigEndian.AppendUint64(b, m.Seq)
 	b = binary.BigEndian.AppendUint64(b, m.Inc)
 	b = binary.BigEndian.AppendUint64(b, m.LeaderInc)
-	return binary.BigEndian.AppendUint64(b, m.Hold)
+	b = binary.BigEndian.AppendUint64(b, m.Hold)
+	// Membership fields (membership.go).
+	flags = 0
+	if m.Committed {
+		flags |= 1
+	}
+	if m.Remove {
+		flags |= 2
+	}
+	b = append(b, flags)
+	b = binary.BigEndian.AppendUint64(b, m.ConfTerm)
+	b = binary.BigEndian.AppendUint64(b, m.ConfIndex)
+	b = appendLP(b, m.Op)
+	b = appendLP(b, m.Member)
+	b = appendLP(b, m.Key)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(m.Members)))
+	for _, id := range m.Members {
+		b = appendLP(b, id)
+	}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(m.Keys)))
+	for _, k := range m.Keys {
+		b = appendLP(b, k)
+	}
+	return b
 }
 
 func appendLP(b []byte, s string) []byte {

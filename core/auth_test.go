@@ -362,6 +362,8 @@ func TestCanonicalCoversWireFields(t *testing.T) {
 		"Type": true, "Group": true, "From": true, "Candidate": true, "Leader": true, "To": true,
 		"Priority": true, "Term": true, "Seq": true, "Inc": true, "LeaderInc": true, "Hold": true, "Pre": true, "Granted": true, "Handoff": true,
 		"Epoch": true, "Ctr": true,
+		"ConfTerm": true, "ConfIndex": true, "Committed": true, "Remove": true, "Members": true, "Keys": true,
+		"Op": true, "Member": true, "Key": true,
 	}
 	notCovered := map[string]string{
 		"ElectedAt": "informational, never read", "Timestamp": "informational, never read",
@@ -396,6 +398,16 @@ func TestCanonicalCoversWireFields(t *testing.T) {
 		"handoff":    {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Handoff: true},
 		"leader_inc": {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, LeaderInc: 1},
 		"hold":       {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Hold: 1},
+		"conf_term":  {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, ConfTerm: 1},
+		"conf_index": {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, ConfIndex: 1},
+		"committed":  {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Committed: true},
+		"remove":     {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Remove: true},
+		"members":    {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Members: []string{"a"}},
+		"members2":   {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Members: []string{"a", "b"}},
+		"keys":       {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Keys: []string{"a"}},
+		"op":         {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Op: "add"},
+		"member":     {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Member: "add"},
+		"key":        {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Key: "add"},
 	} {
 		e := enc(m)
 		if prev, dup := seen[e]; dup {

@@ -60,6 +60,14 @@ type GroupState struct {
 	// messages carry it so that a restarted sender is not taken for a replay
 	// (auth.go). Persist it like Term.
 	Epoch uint64 `msg:"epoch"`
+	// The quorum group's configuration (membership.go): its version and
+	// member set, with the members' ed25519 public keys when the group
+	// uses them. ConfIndex 0 (a group that never had a leader) means
+	// Config.Members.
+	ConfTerm   uint64            `msg:"conf_term,omitempty"`
+	ConfIndex  uint64            `msg:"conf_index,omitempty"`
+	Members    []string          `msg:"members,omitempty"`
+	MemberKeys map[string][]byte `msg:"member_keys,omitempty"`
 }
 
 // CommandKind says what a Command asks for.
@@ -76,6 +84,15 @@ const (
 	// CmdLeave removes the group from the engine (resign first for a
 	// graceful exit).
 	CmdLeave
+	// CmdAddMember adds Command.Target to a quorum group's configuration
+	// (with its ed25519 public key in Command.Key when the group uses
+	// ed25519); CmdRemoveMember removes it. A follower forwards the request
+	// to its leader. The change is done when an EventConfig reports it
+	// committed; a refusal comes as EventRejected, at the leader for a
+	// forwarded request. One change at a time: the next waits until the
+	// last commits.
+	CmdAddMember
+	CmdRemoveMember
 )
 
 func (k CommandKind) String() string {
@@ -88,6 +105,10 @@ func (k CommandKind) String() string {
 		return "transfer"
 	case CmdLeave:
 		return "leave"
+	case CmdAddMember:
+		return "add-member"
+	case CmdRemoveMember:
+		return "remove-member"
 	}
 	return "unknown"
 }
@@ -97,6 +118,8 @@ type Command struct {
 	Kind   CommandKind `msg:"k"`
 	Group  string      `msg:"g"`
 	Target string      `msg:"to"`
+	// Key is the ed25519 public key of the member CmdAddMember adds.
+	Key []byte `msg:"key,omitempty"`
 	// Request, if not 0, is echoed in the EventRejected that refuses this
 	// command (see GroupSpec.Request).
 	Request uint64 `msg:"req,omitempty"`
@@ -152,6 +175,11 @@ const (
 	// with one ID vote twice and break the quorum's guarantee: Reason says
 	// which ID and how to fix it. Reported once per election timeout per ID.
 	EventDuplicateID
+	// EventConfig: a quorum group's configuration changed. Members lists
+	// it and ConfIndex is its index; Reason says how: "proposed …" (this
+	// leader), "adopted from X" (learnt; not yet known to be committed),
+	// or "committed" (a majority of it holds it: the change is done).
+	EventConfig
 )
 
 func (k EventKind) String() string {
@@ -172,6 +200,8 @@ func (k EventKind) String() string {
 		return "left"
 	case EventDuplicateID:
 		return "duplicate-id"
+	case EventConfig:
+		return "config"
 	}
 	return "unknown"
 }
@@ -192,6 +222,9 @@ type Event struct {
 	// Member is the member an EventDuplicateID is about: the ID heard from
 	// two processes (this agent's own ID when another process uses it).
 	Member string `msg:"member,omitempty"`
+	// Members and ConfIndex: an EventConfig's configuration.
+	Members   []string `msg:"members,omitempty"`
+	ConfIndex uint64   `msg:"conf_index,omitempty"`
 }
 
 // Role is a member's part in its group.
@@ -229,8 +262,15 @@ type Status struct {
 	Vote       string `msg:"vote"`
 	LeaseUntil int64  `msg:"lease_until"`
 	Priority   uint32 `msg:"priority"`
-	// Members are sorted by ID; LastHeard is 0 for a member never heard.
-	Members   []MemberStatus `msg:"members"`
+	// Members are the configuration's, sorted by ID; LastHeard is 0 for a
+	// member never heard.
+	Members []MemberStatus `msg:"members"`
+	// The configuration's version, whether it is known to be committed, and
+	// whether this agent is in it (false: removed, or waiting to be added).
+	ConfTerm      uint64 `msg:"conf_term"`
+	ConfIndex     uint64 `msg:"conf_index"`
+	ConfCommitted bool   `msg:"conf_committed"`
+	Voter         bool   `msg:"voter"`
 	Elections uint64         `msg:"elections"` // campaigns this agent started
 	Received  uint64         `msg:"received"`  // wire messages accepted
 	Rejected  uint64         `msg:"rejected"`  // wire messages refused

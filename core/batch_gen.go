@@ -10,12 +10,16 @@ import (
 func (z *Command) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(4)
-	var zb0001Mask uint8 /* 4 bits */
+	zb0001Len := uint32(5)
+	var zb0001Mask uint8 /* 5 bits */
 	_ = zb0001Mask
-	if z.Request == 0 {
+	if z.Key == nil {
 		zb0001Len--
 		zb0001Mask |= 0x8
+	}
+	if z.Request == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x10
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -32,6 +36,11 @@ func (z *Command) MarshalMsg(b []byte) (o []byte, err error) {
 		o = append(o, 0xa2, 0x74, 0x6f)
 		o = msgp.AppendString(o, z.Target)
 		if (zb0001Mask & 0x8) == 0 { // if not omitted
+			// string "key"
+			o = append(o, 0xa3, 0x6b, 0x65, 0x79)
+			o = msgp.AppendBytes(o, z.Key)
+		}
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
 			// string "req"
 			o = append(o, 0xa3, 0x72, 0x65, 0x71)
 			o = msgp.AppendUint64(o, z.Request)
@@ -50,7 +59,7 @@ func (z *Command) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
-	var zb0001Mask uint8 /* 1 bits */
+	var zb0001Mask uint8 /* 2 bits */
 	_ = zb0001Mask
 	for zb0001 > 0 {
 		zb0001--
@@ -82,13 +91,20 @@ func (z *Command) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Target")
 				return
 			}
+		case "key":
+			z.Key, bts, err = msgp.ReadBytesBytes(bts, z.Key)
+			if err != nil {
+				err = msgp.WrapError(err, "Key")
+				return
+			}
+			zb0001Mask |= 0x1
 		case "req":
 			z.Request, bts, err = msgp.ReadUint64Bytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Request")
 				return
 			}
-			zb0001Mask |= 0x1
+			zb0001Mask |= 0x2
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -98,17 +114,21 @@ func (z *Command) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 	}
 	// Clear omitted fields.
-	if (zb0001Mask & 0x1) == 0 {
-		z.Request = 0
+	if zb0001Mask != 0x3 {
+		if (zb0001Mask & 0x1) == 0 {
+			z.Key = nil
+		}
+		if (zb0001Mask & 0x2) == 0 {
+			z.Request = 0
+		}
 	}
-
 	o = bts
 	return
 }
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *Command) Msgsize() (s int) {
-	s = 1 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Group) + 3 + msgp.StringPrefixSize + len(z.Target) + 4 + msgp.Uint64Size
+	s = 1 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Group) + 3 + msgp.StringPrefixSize + len(z.Target) + 4 + msgp.BytesPrefixSize + len(z.Key) + 4 + msgp.Uint64Size
 	return
 }
 
@@ -191,8 +211,8 @@ func (z Commands) Msgsize() (s int) {
 func (z *Event) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(8)
-	var zb0001Mask uint8 /* 8 bits */
+	zb0001Len := uint32(10)
+	var zb0001Mask uint16 /* 10 bits */
 	_ = zb0001Mask
 	if z.Request == 0 {
 		zb0001Len--
@@ -201,6 +221,14 @@ func (z *Event) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.Member == "" {
 		zb0001Len--
 		zb0001Mask |= 0x80
+	}
+	if z.Members == nil {
+		zb0001Len--
+		zb0001Mask |= 0x100
+	}
+	if z.ConfIndex == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x200
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -235,6 +263,19 @@ func (z *Event) MarshalMsg(b []byte) (o []byte, err error) {
 			o = append(o, 0xa6, 0x6d, 0x65, 0x6d, 0x62, 0x65, 0x72)
 			o = msgp.AppendString(o, z.Member)
 		}
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
+			// string "members"
+			o = append(o, 0xa7, 0x6d, 0x65, 0x6d, 0x62, 0x65, 0x72, 0x73)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.Members)))
+			for za0001 := range z.Members {
+				o = msgp.AppendString(o, z.Members[za0001])
+			}
+		}
+		if (zb0001Mask & 0x200) == 0 { // if not omitted
+			// string "conf_index"
+			o = append(o, 0xaa, 0x63, 0x6f, 0x6e, 0x66, 0x5f, 0x69, 0x6e, 0x64, 0x65, 0x78)
+			o = msgp.AppendUint64(o, z.ConfIndex)
+		}
 	}
 	return
 }
@@ -249,7 +290,7 @@ func (z *Event) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
-	var zb0001Mask uint8 /* 2 bits */
+	var zb0001Mask uint8 /* 4 bits */
 	_ = zb0001Mask
 	for zb0001 > 0 {
 		zb0001--
@@ -313,6 +354,33 @@ func (z *Event) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				return
 			}
 			zb0001Mask |= 0x2
+		case "members":
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Members")
+				return
+			}
+			if cap(z.Members) >= int(zb0003) {
+				z.Members = (z.Members)[:zb0003]
+			} else {
+				z.Members = make([]string, zb0003)
+			}
+			for za0001 := range z.Members {
+				z.Members[za0001], bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Members", za0001)
+					return
+				}
+			}
+			zb0001Mask |= 0x4
+		case "conf_index":
+			z.ConfIndex, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "ConfIndex")
+				return
+			}
+			zb0001Mask |= 0x8
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -322,12 +390,18 @@ func (z *Event) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 	}
 	// Clear omitted fields.
-	if zb0001Mask != 0x3 {
+	if zb0001Mask != 0xf {
 		if (zb0001Mask & 0x1) == 0 {
 			z.Request = 0
 		}
 		if (zb0001Mask & 0x2) == 0 {
 			z.Member = ""
+		}
+		if (zb0001Mask & 0x4) == 0 {
+			z.Members = nil
+		}
+		if (zb0001Mask & 0x8) == 0 {
+			z.ConfIndex = 0
 		}
 	}
 	o = bts
@@ -336,7 +410,11 @@ func (z *Event) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *Event) Msgsize() (s int) {
-	s = 1 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Group) + 5 + msgp.Uint64Size + 7 + msgp.StringPrefixSize + len(z.Leader) + 6 + msgp.Int64Size + 4 + msgp.StringPrefixSize + len(z.Reason) + 4 + msgp.Uint64Size + 7 + msgp.StringPrefixSize + len(z.Member)
+	s = 1 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Group) + 5 + msgp.Uint64Size + 7 + msgp.StringPrefixSize + len(z.Leader) + 6 + msgp.Int64Size + 4 + msgp.StringPrefixSize + len(z.Reason) + 4 + msgp.Uint64Size + 7 + msgp.StringPrefixSize + len(z.Member) + 8 + msgp.ArrayHeaderSize
+	for za0001 := range z.Members {
+		s += msgp.StringPrefixSize + len(z.Members[za0001])
+	}
+	s += 11 + msgp.Uint64Size
 	return
 }
 
@@ -539,19 +617,71 @@ func (z *GroupSpec) Msgsize() (s int) {
 // MarshalMsg implements msgp.Marshaler
 func (z *GroupState) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 4
-	// string "group"
-	o = append(o, 0x84, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
-	o = msgp.AppendString(o, z.Group)
-	// string "term"
-	o = append(o, 0xa4, 0x74, 0x65, 0x72, 0x6d)
-	o = msgp.AppendUint64(o, z.Term)
-	// string "vote"
-	o = append(o, 0xa4, 0x76, 0x6f, 0x74, 0x65)
-	o = msgp.AppendString(o, z.Vote)
-	// string "epoch"
-	o = append(o, 0xa5, 0x65, 0x70, 0x6f, 0x63, 0x68)
-	o = msgp.AppendUint64(o, z.Epoch)
+	// check for omitted fields
+	zb0001Len := uint32(8)
+	var zb0001Mask uint8 /* 8 bits */
+	_ = zb0001Mask
+	if z.ConfTerm == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x10
+	}
+	if z.ConfIndex == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x20
+	}
+	if z.Members == nil {
+		zb0001Len--
+		zb0001Mask |= 0x40
+	}
+	if z.MemberKeys == nil {
+		zb0001Len--
+		zb0001Mask |= 0x80
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		// string "group"
+		o = append(o, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
+		o = msgp.AppendString(o, z.Group)
+		// string "term"
+		o = append(o, 0xa4, 0x74, 0x65, 0x72, 0x6d)
+		o = msgp.AppendUint64(o, z.Term)
+		// string "vote"
+		o = append(o, 0xa4, 0x76, 0x6f, 0x74, 0x65)
+		o = msgp.AppendString(o, z.Vote)
+		// string "epoch"
+		o = append(o, 0xa5, 0x65, 0x70, 0x6f, 0x63, 0x68)
+		o = msgp.AppendUint64(o, z.Epoch)
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
+			// string "conf_term"
+			o = append(o, 0xa9, 0x63, 0x6f, 0x6e, 0x66, 0x5f, 0x74, 0x65, 0x72, 0x6d)
+			o = msgp.AppendUint64(o, z.ConfTerm)
+		}
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
+			// string "conf_index"
+			o = append(o, 0xaa, 0x63, 0x6f, 0x6e, 0x66, 0x5f, 0x69, 0x6e, 0x64, 0x65, 0x78)
+			o = msgp.AppendUint64(o, z.ConfIndex)
+		}
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
+			// string "members"
+			o = append(o, 0xa7, 0x6d, 0x65, 0x6d, 0x62, 0x65, 0x72, 0x73)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.Members)))
+			for za0001 := range z.Members {
+				o = msgp.AppendString(o, z.Members[za0001])
+			}
+		}
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// string "member_keys"
+			o = append(o, 0xab, 0x6d, 0x65, 0x6d, 0x62, 0x65, 0x72, 0x5f, 0x6b, 0x65, 0x79, 0x73)
+			o = msgp.AppendMapHeader(o, uint32(len(z.MemberKeys)))
+			for za0002, za0003 := range z.MemberKeys {
+				o = msgp.AppendString(o, za0002)
+				o = msgp.AppendBytes(o, za0003)
+			}
+		}
+	}
 	return
 }
 
@@ -565,6 +695,8 @@ func (z *GroupState) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	var zb0001Mask uint8 /* 4 bits */
+	_ = zb0001Mask
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -597,6 +729,69 @@ func (z *GroupState) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Epoch")
 				return
 			}
+		case "conf_term":
+			z.ConfTerm, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "ConfTerm")
+				return
+			}
+			zb0001Mask |= 0x1
+		case "conf_index":
+			z.ConfIndex, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "ConfIndex")
+				return
+			}
+			zb0001Mask |= 0x2
+		case "members":
+			var zb0002 uint32
+			zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Members")
+				return
+			}
+			if cap(z.Members) >= int(zb0002) {
+				z.Members = (z.Members)[:zb0002]
+			} else {
+				z.Members = make([]string, zb0002)
+			}
+			for za0001 := range z.Members {
+				z.Members[za0001], bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Members", za0001)
+					return
+				}
+			}
+			zb0001Mask |= 0x4
+		case "member_keys":
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "MemberKeys")
+				return
+			}
+			if z.MemberKeys == nil {
+				z.MemberKeys = make(map[string][]byte, zb0003)
+			} else if len(z.MemberKeys) > 0 {
+				clear(z.MemberKeys)
+			}
+			for zb0003 > 0 {
+				var za0003 []byte
+				zb0003--
+				var za0002 string
+				za0002, bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "MemberKeys")
+					return
+				}
+				za0003, bts, err = msgp.ReadBytesBytes(bts, za0003)
+				if err != nil {
+					err = msgp.WrapError(err, "MemberKeys", za0002)
+					return
+				}
+				z.MemberKeys[za0002] = za0003
+			}
+			zb0001Mask |= 0x8
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -605,13 +800,38 @@ func (z *GroupState) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			}
 		}
 	}
+	// Clear omitted fields.
+	if zb0001Mask != 0xf {
+		if (zb0001Mask & 0x1) == 0 {
+			z.ConfTerm = 0
+		}
+		if (zb0001Mask & 0x2) == 0 {
+			z.ConfIndex = 0
+		}
+		if (zb0001Mask & 0x4) == 0 {
+			z.Members = nil
+		}
+		if (zb0001Mask & 0x8) == 0 {
+			z.MemberKeys = nil
+		}
+	}
 	o = bts
 	return
 }
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *GroupState) Msgsize() (s int) {
-	s = 1 + 6 + msgp.StringPrefixSize + len(z.Group) + 5 + msgp.Uint64Size + 5 + msgp.StringPrefixSize + len(z.Vote) + 6 + msgp.Uint64Size
+	s = 1 + 6 + msgp.StringPrefixSize + len(z.Group) + 5 + msgp.Uint64Size + 5 + msgp.StringPrefixSize + len(z.Vote) + 6 + msgp.Uint64Size + 10 + msgp.Uint64Size + 11 + msgp.Uint64Size + 8 + msgp.ArrayHeaderSize
+	for za0001 := range z.Members {
+		s += msgp.StringPrefixSize + len(z.Members[za0001])
+	}
+	s += 12 + msgp.MapHeaderSize
+	if z.MemberKeys != nil {
+		for za0002, za0003 := range z.MemberKeys {
+			_ = za0003
+			s += msgp.StringPrefixSize + len(za0002) + msgp.BytesPrefixSize + len(za0003)
+		}
+	}
 	return
 }
 
@@ -1431,9 +1651,9 @@ func (z States) Msgsize() (s int) {
 // MarshalMsg implements msgp.Marshaler
 func (z *Status) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 19
+	// map header, size 23
 	// string "group"
-	o = append(o, 0xde, 0x0, 0x13, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
+	o = append(o, 0xde, 0x0, 0x17, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
 	o = msgp.AppendString(o, z.Group)
 	// string "id"
 	o = append(o, 0xa2, 0x69, 0x64)
@@ -1478,6 +1698,18 @@ func (z *Status) MarshalMsg(b []byte) (o []byte, err error) {
 		o = append(o, 0xaa, 0x6c, 0x61, 0x73, 0x74, 0x5f, 0x68, 0x65, 0x61, 0x72, 0x64)
 		o = msgp.AppendInt64(o, z.Members[za0001].LastHeard)
 	}
+	// string "conf_term"
+	o = append(o, 0xa9, 0x63, 0x6f, 0x6e, 0x66, 0x5f, 0x74, 0x65, 0x72, 0x6d)
+	o = msgp.AppendUint64(o, z.ConfTerm)
+	// string "conf_index"
+	o = append(o, 0xaa, 0x63, 0x6f, 0x6e, 0x66, 0x5f, 0x69, 0x6e, 0x64, 0x65, 0x78)
+	o = msgp.AppendUint64(o, z.ConfIndex)
+	// string "conf_committed"
+	o = append(o, 0xae, 0x63, 0x6f, 0x6e, 0x66, 0x5f, 0x63, 0x6f, 0x6d, 0x6d, 0x69, 0x74, 0x74, 0x65, 0x64)
+	o = msgp.AppendBool(o, z.ConfCommitted)
+	// string "voter"
+	o = append(o, 0xa5, 0x76, 0x6f, 0x74, 0x65, 0x72)
+	o = msgp.AppendBool(o, z.Voter)
 	// string "elections"
 	o = append(o, 0xa9, 0x65, 0x6c, 0x65, 0x63, 0x74, 0x69, 0x6f, 0x6e, 0x73)
 	o = msgp.AppendUint64(o, z.Elections)
@@ -1642,6 +1874,30 @@ func (z *Status) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					}
 				}
 			}
+		case "conf_term":
+			z.ConfTerm, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "ConfTerm")
+				return
+			}
+		case "conf_index":
+			z.ConfIndex, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "ConfIndex")
+				return
+			}
+		case "conf_committed":
+			z.ConfCommitted, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "ConfCommitted")
+				return
+			}
+		case "voter":
+			z.Voter, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Voter")
+				return
+			}
 		case "elections":
 			z.Elections, bts, err = msgp.ReadUint64Bytes(bts)
 			if err != nil {
@@ -1714,6 +1970,6 @@ func (z *Status) Msgsize() (s int) {
 	for za0001 := range z.Members {
 		s += 1 + 3 + msgp.StringPrefixSize + len(z.Members[za0001].ID) + 9 + msgp.Uint32Size + 11 + msgp.Int64Size
 	}
-	s += 10 + msgp.Uint64Size + 9 + msgp.Uint64Size + 9 + msgp.Uint64Size + 11 + msgp.Uint64Size + 5 + z.Auth.Msgsize() + 6 + msgp.Uint64Size + 9 + msgp.Uint64Size + 7 + msgp.Uint64Size + 9 + msgp.Uint64Size
+	s += 10 + msgp.Uint64Size + 11 + msgp.Uint64Size + 15 + msgp.BoolSize + 6 + msgp.BoolSize + 10 + msgp.Uint64Size + 9 + msgp.Uint64Size + 9 + msgp.Uint64Size + 11 + msgp.Uint64Size + 5 + z.Auth.Msgsize() + 6 + msgp.Uint64Size + 9 + msgp.Uint64Size + 7 + msgp.Uint64Size + 9 + msgp.Uint64Size
 	return
 }

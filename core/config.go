@@ -92,6 +92,12 @@ type Config struct {
 	// mode (a majority of it elects); optional in bully mode, where a
 	// non-empty list restricts who may take part. At most MaxMembers.
 	Members []string `msg:"members"`
+	// AwaitConfig (quorum mode) starts this agent as one waiting to be
+	// added: it neither campaigns nor counts until a configuration that
+	// lists it arrives from the group (CmdAddMember at any member), and
+	// Members need not include it: they are the members it learns that
+	// configuration from. Ignored once a configuration was persisted.
+	AwaitConfig bool `msg:"await_config"`
 	// HeartbeatMs is the leader's heartbeat interval. Default 500, at least 10.
 	HeartbeatMs int64 `msg:"heartbeat_ms"`
 	// ElectionTimeoutMs is how long a follower waits without hearing a leader
@@ -241,9 +247,12 @@ func (c Config) normalize() (Config, error) {
 			return c, fmt.Errorf("members: %q listed twice", m)
 		}
 	}
-	if len(members) > 0 {
+	if c.AwaitConfig && c.Mode != ModeQuorum {
+		return c, errors.New("await_config: only quorum mode has a configuration to wait for")
+	}
+	if len(members) > 0 && !c.AwaitConfig {
 		if _, ok := slices.BinarySearch(members, c.ID); !ok {
-			return c, fmt.Errorf("members: must include this agent's id %q", c.ID)
+			return c, fmt.Errorf("members: must include this agent's id %q (or await_config to wait to be added)", c.ID)
 		}
 	} else if c.Mode == ModeQuorum {
 		return c, errors.New("members: quorum mode needs the full member list (or use bully mode)")

@@ -37,9 +37,9 @@ func (z AuthMode) Msgsize() (s int) {
 // MarshalMsg implements msgp.Marshaler
 func (z *Config) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 16
+	// map header, size 17
 	// string "id"
-	o = append(o, 0xde, 0x0, 0x10, 0xa2, 0x69, 0x64)
+	o = append(o, 0xde, 0x0, 0x11, 0xa2, 0x69, 0x64)
 	o = msgp.AppendString(o, z.ID)
 	// string "group"
 	o = append(o, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
@@ -56,6 +56,9 @@ func (z *Config) MarshalMsg(b []byte) (o []byte, err error) {
 	for za0001 := range z.Members {
 		o = msgp.AppendString(o, z.Members[za0001])
 	}
+	// string "await_config"
+	o = append(o, 0xac, 0x61, 0x77, 0x61, 0x69, 0x74, 0x5f, 0x63, 0x6f, 0x6e, 0x66, 0x69, 0x67)
+	o = msgp.AppendBool(o, z.AwaitConfig)
 	// string "heartbeat_ms"
 	o = append(o, 0xac, 0x68, 0x65, 0x61, 0x72, 0x74, 0x62, 0x65, 0x61, 0x74, 0x5f, 0x6d, 0x73)
 	o = msgp.AppendInt64(o, z.HeartbeatMs)
@@ -160,6 +163,12 @@ func (z *Config) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					err = msgp.WrapError(err, "Members", za0001)
 					return
 				}
+			}
+		case "await_config":
+			z.AwaitConfig, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "AwaitConfig")
+				return
 			}
 		case "heartbeat_ms":
 			z.HeartbeatMs, bts, err = msgp.ReadInt64Bytes(bts)
@@ -271,7 +280,7 @@ func (z *Config) Msgsize() (s int) {
 	for za0001 := range z.Members {
 		s += msgp.StringPrefixSize + len(z.Members[za0001])
 	}
-	s += 13 + msgp.Int64Size + 20 + msgp.Int64Size + 14 + msgp.Int64Size + 9 + msgp.Int64Size + 16 + msgp.Int64Size + 11 + msgp.Int64Size + 21 + msgp.BoolSize + 5 + msgp.Uint64Size + 5 + msgp.StringPrefixSize + len(string(z.Auth)) + 4 + msgp.BytesPrefixSize + len(z.Key) + 12 + msgp.MapHeaderSize
+	s += 13 + msgp.BoolSize + 13 + msgp.Int64Size + 20 + msgp.Int64Size + 14 + msgp.Int64Size + 9 + msgp.Int64Size + 16 + msgp.Int64Size + 11 + msgp.Int64Size + 21 + msgp.BoolSize + 5 + msgp.Uint64Size + 5 + msgp.StringPrefixSize + len(string(z.Auth)) + 4 + msgp.BytesPrefixSize + len(z.Key) + 12 + msgp.MapHeaderSize
 	if z.MemberKeys != nil {
 		for za0002, za0003 := range z.MemberKeys {
 			_ = za0003

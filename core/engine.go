@@ -117,7 +117,11 @@ func (e *Engine) join(spec *GroupSpec) {
 		e.refuse(spec.Request, cfg.Group, fmt.Sprintf("join: persisted term %d exceeds %d (written by a version whose terms could be forced up by one message): delete the group's state file to start over", spec.State.Term, uint64(MaxTerm)))
 		return
 	}
-	if spec.State.Vote != "" && cfg.Mode == ModeQuorum && slices.Index(cfg.Members, spec.State.Vote) < 0 {
+	if err := checkPersistedConf(cfg, spec.State); err != nil {
+		e.refuse(spec.Request, cfg.Group, fmt.Sprintf("join: %v", err))
+		return
+	}
+	if spec.State.Vote != "" && cfg.Mode == ModeQuorum && spec.State.ConfIndex == 0 && slices.Index(cfg.Members, spec.State.Vote) < 0 {
 		e.refuse(spec.Request, cfg.Group, fmt.Sprintf("join: persisted vote for %q, not a member", spec.State.Vote))
 		return
 	}
@@ -190,13 +194,17 @@ func (e *Engine) command(c *Command) {
 	case CmdCampaign:
 		reason = g.campaignNow(e)
 	case CmdResign:
-		reason = g.resign(e, "")
+		reason = g.resign(e, "", false)
 	case CmdTransfer:
 		if err := checkName("transfer target", c.Target); err != nil {
 			reason = err.Error()
 		} else {
-			reason = g.resign(e, c.Target)
+			reason = g.resign(e, c.Target, false)
 		}
+	case CmdAddMember:
+		reason = g.changeMembers(e, opAdd, c.Target, c.Key)
+	case CmdRemoveMember:
+		reason = g.changeMembers(e, opRemove, c.Target, nil)
 	case CmdLeave:
 		e.leave(g)
 		return

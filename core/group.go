@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // group is one election: the state of this agent in it, shared by both modes.
@@ -71,6 +70,19 @@ type group struct {
 	// ack counts only for the heartbeat it answers.
 	epoch, inc uint64
 	auth       *groupAuth // nil with auth off
+
+	// Membership (membership.go).
+	conf             configuration
+	voter            bool        // in conf (and not awaiting its first one): may campaign
+	confWire         []byte      // conf's config message, encoded once
+	confFits         bool        // confWire fits in one message
+	confCommitted    bool        // a majority holds conf (leader: counted; follower: told)
+	confAcked        []string    // leader: who acked conf in this term
+	confSend         bool        // leader: send conf with the next heartbeat
+	confOffered      int64       // when conf was last sent to an out-of-date member
+	committedMembers []string    // the member set last reported committed
+	pending          *confChange // leader: proposed once conf commits
+	removeOnLead     string      // a leader that resigned to us asked to be removed
 }
 
 // ackWindow heartbeats are remembered for matching acks; older acks are too
@@ -107,12 +119,7 @@ func newGroup(cfg Config, st GroupState, now int64) *group {
 	// run's incarnation differ from every earlier one's.
 	g.epoch, g.dirty = st.Epoch+1, true
 	g.inc = splitmix64(cfg.Seed ^ g.epoch*0x9e3779b97f4a7c15)
-	for _, id := range cfg.Members {
-		g.members = append(g.members, member{id: id, priority: Cksum([]byte(id))})
-	}
-	if m := g.member(cfg.ID); m != nil {
-		m.priority, m.prioKnown = cfg.Priority, true
-	}
+	g.initConf(st)
 	// A restarted member has forgotten whom it heard when: it behaves as if
 	// it had just heard a leader, so it grants no vote that could cut short a
 	// lease it acknowledged before it crashed. A member with no persisted
@@ -127,12 +134,16 @@ func newGroup(cfg Config, st GroupState, now int64) *group {
 }
 
 func (g *group) state() GroupState {
-	return GroupState{Group: g.cfg.Group, Term: g.term, Vote: g.vote, Epoch: g.epoch}
+	s := GroupState{Group: g.cfg.Group, Term: g.term, Vote: g.vote, Epoch: g.epoch}
+	if g.conf.ver.index > 0 {
+		s.ConfTerm, s.ConfIndex, s.Members, s.MemberKeys = g.conf.ver.term, g.conf.ver.index, g.conf.members, g.conf.keys
+	}
+	return s
 }
 
 // member returns the member with id, or nil.
 func (g *group) member(id string) *member {
-	i, ok := slices.BinarySearchFunc(g.members, id, func(m member, id string) int { return strings.Compare(m.id, id) })
+	i, ok := slices.BinarySearchFunc(g.members, id, cmpMember)
 	if !ok {
 		return nil
 	}
@@ -140,11 +151,12 @@ func (g *group) member(id string) *member {
 }
 
 // heard records contact from a member; in bully mode an unlisted sender joins
-// (up to MaxMembers). It returns nil if the sender may not take part.
+// (up to MaxMembers). It returns nil if the sender may not take part: in
+// quorum mode, any sender outside the configuration.
 func (g *group) heard(id string, prio *uint32, now int64) *member {
-	i, ok := slices.BinarySearchFunc(g.members, id, func(m member, id string) int { return strings.Compare(m.id, id) })
+	i, ok := slices.BinarySearchFunc(g.members, id, cmpMember)
 	if !ok {
-		if len(g.cfg.Members) > 0 || len(g.members) >= MaxMembers {
+		if g.cfg.Mode == ModeQuorum || len(g.cfg.Members) > 0 || len(g.members) >= MaxMembers {
 			return nil
 		}
 		g.members = slices.Insert(g.members, i, member{id: id, priority: Cksum([]byte(id))})
@@ -299,6 +311,7 @@ func (g *group) status() Status {
 		Group: g.cfg.Group, ID: g.cfg.ID, Mode: g.cfg.Mode, Role: g.role, Leader: g.leader,
 		Term: g.term, Vote: g.vote, Priority: g.cfg.Priority,
 		Elections: g.elections, Received: g.received, Rejected: g.rejected, Duplicates: g.duplicates,
+		ConfTerm: g.conf.ver.term, ConfIndex: g.conf.ver.index, ConfCommitted: g.confCommitted, Voter: g.voter,
 	}
 	if g.role == RoleLeader {
 		s.LeaseUntil = g.lease

@@ -32,6 +32,9 @@ func (g *group) campaignNow(e *Engine) string {
 	if g.role == RoleLeader {
 		return "already leader"
 	}
+	if !g.voter {
+		return "not a member of the configuration"
+	}
 	if g.cfg.Mode == ModeBully {
 		g.campaignBully(e)
 		return ""
@@ -56,9 +59,9 @@ func (g *group) campaignNow(e *Engine) string {
 // member cut off from the others cannot raise the term and disrupt a healthy
 // leader when it comes back (thesis §9.6).
 func (g *group) preCampaign(e *Engine) {
-	if g.term >= MaxTerm {
+	if g.term >= MaxTerm || !g.voter {
 		g.resetElectionTimer(e.now)
-		return // the term space is spent (terms never wrap): no election can follow
+		return // the term space is spent (terms never wrap), or not a member: no election
 	}
 	g.elections++
 	g.role = RolePreCandidate
@@ -78,7 +81,7 @@ func (g *group) preCampaign(e *Engine) {
 // pre-candidate that grants another's vote and then completes its own
 // pre-vote in the same batch overlapped two leases (issue 9, defect 1).
 func (g *group) campaign(e *Engine) {
-	if g.inLease(e.now) || g.term >= MaxTerm {
+	if g.inLease(e.now) || g.term >= MaxTerm || !g.voter {
 		g.role = RoleFollower
 		g.votes = g.votes[:0]
 		return
@@ -105,7 +108,16 @@ func (g *group) sendElection(e *Engine, term uint64, pre bool) {
 	if pre {
 		e.enc.flag("pre")
 	}
+	g.encodeConfVersion(e)
 	e.publish(g, e.enc.end())
+}
+
+// encodeConfVersion adds this member's configuration version, once it has one.
+func (g *group) encodeConfVersion(e *Engine) {
+	if g.conf.ver.index > 0 {
+		e.enc.num("conf_term", g.conf.ver.term)
+		e.enc.num("conf_index", g.conf.ver.index)
+	}
 }
 
 // becomeLeader takes leadership of the current term. Its first event is
@@ -128,9 +140,11 @@ func (g *group) becomeLeader(e *Engine) {
 		g.members[i].ackSeq = 0
 	}
 	g.sent = [ackWindow]sentHeartbeat{}
+	g.restamp()
 	e.event(Event{Kind: EventBecameLeader, Group: g.cfg.Group, Term: g.term, Leader: g.cfg.ID, LeaseUntil: g.lease})
 	g.setLeader(e, g.cfg.ID, g.term)
 	g.heartbeat(e, typeLeader)
+	g.checkCommit(e) // a group of one
 	if g.leaseNotBefore > e.now {
 		// The first heartbeat that can earn a lease leaves as soon as one
 		// may begin, not a whole interval later.
@@ -143,12 +157,24 @@ func (g *group) heartbeat(e *Engine, typ string) {
 	g.seq++
 	g.sent[g.seq%ackWindow] = sentHeartbeat{seq: g.seq, at: e.now}
 	g.heartbeatAt = e.now + g.cfg.HeartbeatMs
+	if g.cfg.Mode == ModeQuorum && (!g.confCommitted || g.confSend) {
+		// Until a majority holds it, or for a member found behind: the
+		// configuration first, so that the ack can report holding it.
+		g.confSend = false
+		g.sendConf(e)
+	}
 	e.enc.begin(typ, g)
 	e.enc.str("leader", g.cfg.ID)
 	e.enc.num("priority", uint64(g.cfg.Priority))
 	e.enc.num("term", g.leaderTerm)
 	e.enc.num("seq", g.seq)
 	e.enc.wall(typ, e.wall)
+	if g.cfg.Mode == ModeQuorum {
+		g.encodeConfVersion(e)
+		if g.confCommitted {
+			e.enc.flag("committed")
+		}
+	}
 	e.publish(g, e.enc.end())
 	if g.cfg.Mode == ModeQuorum && g.majority() == 1 {
 		g.extendLease(e, g.sent[g.seq%ackWindow].at)
@@ -170,6 +196,7 @@ func (g *group) stepDown(e *Engine, reason string) {
 	wasLeader := g.role == RoleLeader
 	g.role = RoleFollower
 	g.lease, g.stepDownAt = 0, 0
+	g.pending = nil // a change not yet proposed dies with the leadership: the requester retries
 	if wasLeader {
 		e.event(Event{Kind: EventSteppedDown, Group: g.cfg.Group, Term: g.leaderTerm, Reason: reason})
 		g.setLeader(e, "", 0)
@@ -218,12 +245,20 @@ func (g *group) stepQuorum(e *Engine, m *wireMsg) string {
 	now := e.now
 	sender := g.heard(m.From, m.Priority, now)
 	if sender == nil {
+		if m.Type == typeAck && m.Leader == g.cfg.ID && g.role == RoleLeader &&
+			(confVersion{m.ConfTerm, m.ConfIndex}).before(g.conf.ver) {
+			g.confSend = true // a member removed while away learns it with the next heartbeat
+		}
 		return "sender " + m.From + " is not a member"
 	}
 	if reason := g.implausibleTerm(m); reason != "" {
 		return reason
 	}
 	switch m.Type {
+	case typeConfig:
+		return g.onConfig(e, m)
+	case typeChange:
+		return g.onChange(e, m)
 	case typeElection:
 		return g.onVoteRequest(e, m)
 	case typeVote:
@@ -240,8 +275,12 @@ func (g *group) stepQuorum(e *Engine, m *wireMsg) string {
 
 func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
 	now := e.now
+	outdated := (confVersion{m.ConfTerm, m.ConfIndex}).before(g.conf.ver)
+	if outdated {
+		g.offerConf(e) // it may not know it was removed, or whom to follow
+	}
 	if m.Pre {
-		grant := m.Term > g.term && !g.inLease(now)
+		grant := m.Term > g.term && !g.inLease(now) && !outdated
 		g.sendVote(e, m.Candidate, m.Term, true, grant)
 		return ""
 	}
@@ -255,7 +294,9 @@ func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
 	if m.Term > g.term {
 		g.enterTerm(e, m.Term)
 	}
-	grant := g.vote == "" || g.vote == m.Candidate
+	// A candidate with an older configuration than ours may lack a
+	// committed one (the election restriction, Raft §5.4.1).
+	grant := (g.vote == "" || g.vote == m.Candidate) && !outdated
 	if grant {
 		// Granting defers to that candidate: a pre-candidate stops here, or
 		// its own pre-vote could complete later in this batch and make it
@@ -404,6 +445,7 @@ func (g *group) onHeartbeat(e *Engine, m *wireMsg) string {
 	g.lastLeaderContact = now
 	g.setLeader(e, m.Leader, m.Term)
 	g.resetElectionTimer(now)
+	g.followerCommitted(e, m)
 	g.sendAck(e, m.Leader, m.Term, m.Seq, m.Inc)
 	return ""
 }
@@ -417,6 +459,7 @@ func (g *group) sendAck(e *Engine, leader string, term, seq, leaderInc uint64) {
 	e.enc.num("term", term)
 	e.enc.num("seq", seq)
 	e.enc.num("leader_inc", leaderInc)
+	g.encodeConfVersion(e)
 	e.publish(g, e.enc.end())
 }
 
@@ -443,6 +486,7 @@ func (g *group) onAck(e *Engine, m *wireMsg) string {
 	if g.role != RoleLeader || m.Term != g.term || m.LeaderInc != g.inc || m.Seq > g.seq || m.Seq == 0 {
 		return ""
 	}
+	g.onConfAck(e, m)
 	f := g.member(m.From)
 	if m.Seq <= f.ackSeq {
 		return ""
@@ -471,7 +515,10 @@ func (g *group) onAck(e *Engine, m *wireMsg) string {
 // "": this leader steps down, votes for the successor in the next term and
 // says so to everyone, whose votes follow at once (thesis §3.10, with the
 // votes pushed instead of requested to save a round trip).
-func (g *group) resign(e *Engine, target string) string {
+//
+// With remove, the successor removes this agent from the configuration once
+// its own is committed (membership.go).
+func (g *group) resign(e *Engine, target string, remove bool) string {
 	if g.role != RoleLeader {
 		return "not the leader"
 	}
@@ -498,6 +545,9 @@ func (g *group) resign(e *Engine, target string) string {
 	e.enc.num("term", oldTerm)
 	if target != "" {
 		e.enc.str("to", target)
+	}
+	if remove {
+		e.enc.flag("remove")
 	}
 	if g.cfg.HandoffHoldMs > 0 {
 		e.enc.num("hold", uint64(g.cfg.HandoffHoldMs))
@@ -528,7 +578,7 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 	}
 	g.role = RoleFollower
 	g.setLeader(e, "", 0)
-	if m.To == "" || g.member(m.To) == nil {
+	if m.To == "" || g.member(m.To) == nil || m.To == g.cfg.ID && !g.voter {
 		g.lastLeaderContact = now - g.cfg.ElectionTimeoutMs // free to vote at once
 		g.resetElectionTimer(now - g.cfg.ElectionTimeoutMs)
 		return ""
@@ -540,6 +590,9 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 	}
 	g.vote, g.dirty = m.To, true
 	if m.To == g.cfg.ID {
+		if m.Remove {
+			g.removeOnLead = m.From
+		}
 		g.startHandoffCandidacy(e, m.Hold)
 		if g.addVote(m.From) {
 			g.becomeLeader(e)
@@ -565,5 +618,5 @@ func (g *group) transferToBetter(e *Engine) {
 		e.now-m.aliveFrom < 2*g.cfg.ElectionTimeoutMs || m.ackSeq == 0 || m.ackSeq+2 < g.seq {
 		return
 	}
-	g.resign(e, best)
+	g.resign(e, best, false)
 }

@@ -17,6 +17,8 @@ const (
 	typeVote      = "vote"      // quorum: a (pre-)vote answer
 	typeAck       = "ack"       // quorum: a follower heard heartbeat Seq of Term
 	typeResign    = "resign"    // the leader hands over to To and votes for it
+	typeConfig    = "config"    // quorum: a member set and its version (membership.go)
+	typeChange    = "change"    // quorum: a member asks the leader to add or remove Member
 )
 
 // wireMsg is the union of every message's fields, decoded from JSON by
@@ -40,6 +42,19 @@ type wireMsg struct {
 	Handoff   bool      `json:"handoff,omitempty"` // a vote pushed by a resign, not asked for
 	Hold      uint64    `json:"hold,omitempty"`    // a resign (and the votes it pushes): the resigning leader's HandoffHoldMs
 	ElectedAt string    `json:"elected_at,omitempty"`
+	// Membership (membership.go): the configuration version a vote request,
+	// heartbeat, ack or config message carries; a config message's member
+	// set (and, with ed25519, the members' public keys in the same order);
+	// a change request's operation, member and key.
+	ConfTerm  uint64   `json:"conf_term,omitempty"`
+	ConfIndex uint64   `json:"conf_index,omitempty"`
+	Committed bool     `json:"committed,omitempty"` // a heartbeat: its configuration is committed
+	Remove    bool     `json:"remove,omitempty"`    // a resign: the successor removes the resigning leader
+	Members   []string `json:"members,omitempty"`
+	Keys      []string `json:"keys,omitempty"`
+	Op        string   `json:"op,omitempty"`
+	Member    string   `json:"member,omitempty"`
+	Key       string   `json:"key,omitempty"`
 	Timestamp flexStamp `json:"timestamp,omitempty"`
 	// The signed envelope (auth.go).
 	Epoch uint64 `json:"epoch,omitempty"`
@@ -105,6 +120,25 @@ func checkWire(m *wireMsg) error {
 		}
 		if m.To != "" {
 			if err := checkName("to", m.To); err != nil {
+				return fmt.Errorf("malformed: %v", err)
+			}
+		}
+	case typeConfig:
+		if err := checkConfigFields(m); err != nil {
+			return fmt.Errorf("malformed: %v", err)
+		}
+	case typeChange:
+		if err := checkName("leader", m.Leader); err != nil {
+			return fmt.Errorf("malformed: %v", err)
+		}
+		if m.Op != opAdd && m.Op != opRemove {
+			return fmt.Errorf("malformed: change op %q: want %q or %q", truncate(m.Op), opAdd, opRemove)
+		}
+		if err := checkName("member", m.Member); err != nil {
+			return fmt.Errorf("malformed: %v", err)
+		}
+		if m.Key != "" {
+			if err := checkName("key", m.Key); err != nil {
 				return fmt.Errorf("malformed: %v", err)
 			}
 		}
@@ -218,6 +252,22 @@ func (e *encoder) num(key string, v uint64) {
 	e.b = append(e.b, key...)
 	e.b = append(e.b, `":`...)
 	e.b = appendUint(e.b, v)
+}
+
+// strs writes a list of checked names.
+func (e *encoder) strs(key string, vs []string) {
+	e.b = append(e.b, `,"`...)
+	e.b = append(e.b, key...)
+	e.b = append(e.b, `":[`...)
+	for i, v := range vs {
+		if i > 0 {
+			e.b = append(e.b, ',')
+		}
+		e.b = append(e.b, '"')
+		e.b = append(e.b, v...)
+		e.b = append(e.b, '"')
+	}
+	e.b = append(e.b, ']')
 }
 
 func (e *encoder) flag(key string) {

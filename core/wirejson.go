@@ -159,6 +159,24 @@ func (d *jsonScanner) field(m *wireMsg, key []byte) bool {
 		return d.strField(&m.ElectedAt, false)
 	case "sig":
 		return d.strField(&m.Sig, false)
+	case "op":
+		return d.strField(&m.Op, false)
+	case "member":
+		return d.strField(&m.Member, false)
+	case "key":
+		return d.strField(&m.Key, false)
+	case "members":
+		return d.strsField(&m.Members)
+	case "keys":
+		return d.strsField(&m.Keys)
+	case "conf_term":
+		return d.uintField(&m.ConfTerm, 1<<64-1)
+	case "conf_index":
+		return d.uintField(&m.ConfIndex, 1<<64-1)
+	case "committed":
+		return d.boolField(&m.Committed)
+	case "remove":
+		return d.boolField(&m.Remove)
 	case "term":
 		return d.uintField(&m.Term, 1<<64-1)
 	case "seq":
@@ -239,6 +257,45 @@ func (d *jsonScanner) strField(dst *string, reuse bool) bool {
 		d.err = "want a string"
 	}
 	return false
+}
+
+// strsField reads an array of strings (or null) into dst; a null element
+// reads as "", as encoding/json does.
+func (d *jsonScanner) strsField(dst *[]string) bool {
+	switch d.peek() {
+	case 'n':
+		*dst = nil
+		return d.lit("null")
+	case '[':
+	default:
+		if d.value() {
+			d.err = "want an array of strings"
+		}
+		return false
+	}
+	d.i++
+	d.ws()
+	vs := []string{}
+	if !d.eat(']') {
+		for {
+			var v string
+			if !d.strField(&v, false) {
+				return false
+			}
+			vs = append(vs, v)
+			d.ws()
+			if d.eat(']') {
+				break
+			}
+			if !d.eat(',') {
+				d.err = "want ',' or ']'"
+				return false
+			}
+			d.ws()
+		}
+	}
+	*dst = vs
+	return true
 }
 
 // uintField reads a JSON number that must be an integer in [0, max].

@@ -1,0 +1,479 @@
+package core
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Membership changes in quorum mode: single-server changes (Ongaro,
+// "Consensus: Bridging Theory and Practice", 2014, §4.1–4.3), with the
+// configuration kept as a one-entry Raft log.
+//
+//   - The configuration (its member set and, with ed25519, their public keys)
+//     has a version (term, index): the term of the leader that wrote it and a
+//     counter. Versions order like Raft's log positions. A member persists
+//     its configuration with its term and vote (GroupState) before it acts
+//     on it or acknowledges it.
+//   - Every member counts majorities — votes, pre-votes, acks for the lease,
+//     CheckQuorum — over its own latest configuration, committed or not
+//     (thesis §4.1). A member outside it (removed, or waiting to be added)
+//     never campaigns, and its messages are refused.
+//   - Vote requests carry the candidate's version, and a member refuses a
+//     candidate whose version is older than its own (Raft's election
+//     restriction, §5.4.1 of the Raft paper), so a leader always holds the
+//     latest committed configuration.
+//   - Every new leader first re-writes its configuration under its own term
+//     (the same members, the next index): the stand-in for Raft's no-op
+//     entry. It proposes a change only once that version is committed — a
+//     majority acknowledged a heartbeat of its term carrying it. This is
+//     Ongaro's fix for the single-server-change bug he described in 2015
+//     (raft-dev, "bug in single-server membership changes"): without it, a
+//     leader could propose a change alongside an uncommitted one of an earlier
+//     term, and two configurations that differ by two members could each
+//     elect a leader.
+//   - One member is added or removed at a time: the next change waits until
+//     the last one commits (a majority of the new configuration acknowledged
+//     it), so any two majorities of consecutive configurations overlap.
+//   - A leader is never removed while it leads: asked to remove itself, it
+//     hands leadership to the best live member, which removes it once its own
+//     configuration is committed (etcd and Consul likewise move leadership
+//     away before removing a leader; it keeps "the leader is a member" true
+//     and the lease argument unchanged).
+//
+// A member learns a configuration from a config message of any member of
+// its own configuration whose version is strictly newer than its own: every
+// version was written by the leader of its term, so a late copy is Raft's
+// delayed AppendEntries, and taking only newer versions never undoes a
+// committed one. Leaders send their configuration with every heartbeat until
+// it commits and whenever an ack shows a member behind; a member refusing an
+// out-of-date candidate's vote sends it its configuration (at most once per
+// heartbeat interval).
+
+const (
+	opAdd    = "add"
+	opRemove = "remove"
+)
+
+// confVersion orders configurations as Raft orders log positions.
+type confVersion struct{ term, index uint64 }
+
+func (v confVersion) before(w confVersion) bool {
+	return v.term < w.term || v.term == w.term && v.index < w.index
+}
+
+// configuration is a member set and its version.
+type configuration struct {
+	ver     confVersion
+	members []string          // sorted, unique
+	keys    map[string][]byte // ed25519 public keys by member; nil unless AuthEd25519
+}
+
+// confChange is a change the leader will propose once its configuration
+// commits.
+type confChange struct {
+	op, member string
+	key        []byte
+}
+
+// maxConfigPayload leaves room in MaxPayload for the signed envelope.
+const maxConfigPayload = MaxPayload - 192
+
+var keyEncoding = base64.RawURLEncoding
+
+// initConf sets the configuration a group starts with: the persisted one,
+// else Config.Members at version (0, 0). Bully groups keep Config.Members
+// and take in whoever speaks (heard).
+func (g *group) initConf(st GroupState) {
+	c := configuration{members: g.cfg.Members}
+	if g.cfg.Mode == ModeQuorum && st.ConfIndex > 0 {
+		c = configuration{ver: confVersion{st.ConfTerm, st.ConfIndex}, members: st.Members}
+	}
+	switch {
+	case g.cfg.Auth == AuthEd25519 && g.cfg.Mode == ModeBully:
+		c.keys = g.cfg.MemberKeys // every key holder may take part
+	case g.cfg.Auth == AuthEd25519:
+		c.keys = make(map[string][]byte, len(c.members))
+		for _, id := range c.members {
+			if k, ok := st.MemberKeys[id]; ok && c.ver.index > 0 {
+				c.keys[id] = k
+			} else {
+				c.keys[id] = g.cfg.MemberKeys[id]
+			}
+		}
+	}
+	g.setConf(c)
+	g.committedMembers = c.members // what it starts with is no news
+}
+
+// checkPersistedConf reports a persisted configuration this agent cannot
+// use. Config c is normalised.
+func checkPersistedConf(c Config, st GroupState) error {
+	if c.Mode != ModeQuorum || st.ConfIndex == 0 {
+		return nil
+	}
+	if st.ConfTerm > MaxTerm || st.ConfTerm > st.Term {
+		return fmt.Errorf("persisted configuration of term %d, beyond the persisted term %d", st.ConfTerm, st.Term)
+	}
+	if err := checkMemberList(st.Members); err != nil {
+		return fmt.Errorf("persisted configuration: %v", err)
+	}
+	if c.Auth == AuthEd25519 {
+		for _, id := range st.Members {
+			k, ok := st.MemberKeys[id]
+			if !ok {
+				k, ok = c.MemberKeys[id]
+			}
+			if !ok || len(k) != ed25519.PublicKeySize {
+				return fmt.Errorf("persisted configuration: no ed25519 public key for member %q (pass it in member_keys)", id)
+			}
+		}
+	}
+	return nil
+}
+
+// checkMemberList accepts 1–MaxMembers valid names, sorted and unique.
+func checkMemberList(ids []string) error {
+	if len(ids) == 0 || len(ids) > MaxMembers {
+		return fmt.Errorf("%d members, want 1..%d", len(ids), MaxMembers)
+	}
+	for i, id := range ids {
+		if err := checkName("member", id); err != nil {
+			return err
+		}
+		if i > 0 && ids[i-1] >= id {
+			return fmt.Errorf("members not sorted and unique at %q", id)
+		}
+	}
+	return nil
+}
+
+// checkConfigFields checks a config message's fields (checkWire).
+func checkConfigFields(m *wireMsg) error {
+	if m.ConfIndex == 0 || m.ConfTerm > MaxTerm {
+		return errors.New("config without a valid version")
+	}
+	if err := checkMemberList(m.Members); err != nil {
+		return err
+	}
+	if len(m.Keys) != 0 && len(m.Keys) != len(m.Members) {
+		return fmt.Errorf("%d keys for %d members", len(m.Keys), len(m.Members))
+	}
+	for _, k := range m.Keys {
+		if b, err := keyEncoding.DecodeString(k); err != nil || len(b) != ed25519.PublicKeySize {
+			return fmt.Errorf("key %q is not a base64url ed25519 public key", truncate(k))
+		}
+	}
+	return nil
+}
+
+// setConf makes c the configuration and rebuilds the member table, keeping
+// what is known of members that stay.
+func (g *group) setConf(c configuration) {
+	old := g.members
+	g.members = make([]member, 0, len(c.members))
+	for _, id := range c.members {
+		if i, ok := slices.BinarySearchFunc(old, id, cmpMember); ok {
+			g.members = append(g.members, old[i])
+			continue
+		}
+		m := member{id: id, priority: Cksum([]byte(id))}
+		if id == g.cfg.ID {
+			m.priority, m.prioKnown = g.cfg.Priority, true
+		}
+		g.members = append(g.members, m)
+	}
+	g.conf = c
+	_, in := slices.BinarySearch(c.members, g.cfg.ID)
+	g.voter = g.cfg.Mode == ModeBully || in && !(g.cfg.AwaitConfig && c.ver.index == 0)
+	g.confWire = nil
+	if g.auth != nil && g.auth.mode == AuthEd25519 {
+		g.auth.setKeys(g.cfg.ID, g.auth.priv.Public().(ed25519.PublicKey), c.keys)
+	}
+}
+
+func cmpMember(m member, id string) int { return strings.Compare(m.id, id) }
+
+// configPayload is the config message for the current configuration, or nil
+// if it does not fit in one message.
+func (g *group) configPayload(e *Engine) []byte {
+	if g.confWire == nil {
+		e.enc.begin(typeConfig, g)
+		e.enc.num("conf_term", g.conf.ver.term)
+		e.enc.num("conf_index", g.conf.ver.index)
+		e.enc.strs("members", g.conf.members)
+		if g.conf.keys != nil {
+			keys := make([]string, len(g.conf.members))
+			for i, id := range g.conf.members {
+				keys[i] = keyEncoding.EncodeToString(g.conf.keys[id])
+			}
+			e.enc.strs("keys", keys)
+		}
+		g.confWire = e.enc.end()
+		g.confFits = len(g.confWire) <= maxConfigPayload
+	}
+	if !g.confFits {
+		return nil
+	}
+	return slices.Clone(g.confWire)
+}
+
+// sendConf publishes the current configuration, if it fits in a message.
+func (g *group) sendConf(e *Engine) {
+	if p := g.configPayload(e); p != nil {
+		e.publish(g, p)
+	}
+}
+
+// offerConf sends the configuration to a member found out of date, at most
+// once per heartbeat interval.
+func (g *group) offerConf(e *Engine) {
+	if g.conf.ver.index == 0 || g.confOffered != 0 && e.now-g.confOffered < g.cfg.HeartbeatMs {
+		return
+	}
+	g.confOffered = e.now
+	g.sendConf(e)
+}
+
+// onConfig takes a strictly newer configuration from a member.
+func (g *group) onConfig(e *Engine, m *wireMsg) string {
+	v := confVersion{m.ConfTerm, m.ConfIndex}
+	if g.role == RoleLeader || !g.conf.ver.before(v) {
+		return "" // a leader writes its own; an older or equal one says nothing new
+	}
+	c := configuration{ver: v, members: m.Members}
+	switch {
+	case g.cfg.Auth == AuthEd25519 && len(m.Keys) == 0:
+		return "configuration without the members' keys (this group uses ed25519)"
+	case g.cfg.Auth == AuthEd25519:
+		c.keys = make(map[string][]byte, len(m.Keys))
+		for i, k := range m.Keys {
+			c.keys[m.Members[i]], _ = keyEncoding.DecodeString(k) // checked by checkConfigFields
+		}
+	case len(m.Keys) != 0:
+		return "configuration with keys (this group does not use ed25519)"
+	}
+	g.adopt(e, c, "adopted from "+m.From)
+	return ""
+}
+
+// adopt makes c this follower's configuration, persisted before anything
+// that rests on it is sent.
+func (g *group) adopt(e *Engine, c configuration, reason string) {
+	changed := !slices.Equal(c.members, g.conf.members)
+	g.setConf(c)
+	g.dirty, g.confCommitted = true, false
+	if !g.voter && (g.role == RoleCandidate || g.role == RolePreCandidate) {
+		g.role = RoleFollower
+		g.votes = g.votes[:0]
+	}
+	if changed {
+		g.configEvent(e, reason)
+	}
+}
+
+func (g *group) configEvent(e *Engine, reason string) {
+	e.event(Event{Kind: EventConfig, Group: g.cfg.Group, Term: g.term, Reason: reason,
+		Members: slices.Clone(g.conf.members), ConfIndex: g.conf.ver.index})
+}
+
+// restamp re-writes a new leader's configuration under its term: its first
+// entry, which must commit before it may propose a change.
+func (g *group) restamp() {
+	c := g.conf
+	c.ver = confVersion{g.term, c.ver.index + 1}
+	g.setConf(c)
+	g.dirty = true
+	g.confCommitted, g.confAcked = false, g.confAcked[:0]
+	if g.removeOnLead != "" {
+		g.pending = &confChange{op: opRemove, member: g.removeOnLead}
+		g.removeOnLead = ""
+	}
+}
+
+// onConfAck counts a member's ack of the leader's configuration version.
+func (g *group) onConfAck(e *Engine, m *wireMsg) {
+	if (confVersion{m.ConfTerm, m.ConfIndex}) != g.conf.ver {
+		g.confSend = true // it is behind: send ours with the next heartbeat
+		return
+	}
+	if !g.confCommitted && !slices.Contains(g.confAcked, m.From) {
+		g.confAcked = append(g.confAcked, m.From)
+		g.checkCommit(e)
+	}
+}
+
+// checkCommit commits the leader's configuration once a majority of it (the
+// leader included: a leader is always a member) holds it in this term, and
+// then proposes the change waiting for that.
+func (g *group) checkCommit(e *Engine) {
+	if g.confCommitted || 1+len(g.confAcked) < g.majority() {
+		return
+	}
+	g.confCommitted = true
+	if !slices.Equal(g.committedMembers, g.conf.members) {
+		g.committedMembers = slices.Clone(g.conf.members)
+		g.configEvent(e, "committed")
+	}
+	if p := g.pending; p != nil {
+		g.pending = nil
+		if reason := g.propose(e, *p); reason != "" {
+			e.reject(g.cfg.Group, p.op+" "+p.member+": "+reason)
+		}
+	}
+}
+
+// followerCommitted records that the leader reports its configuration,
+// which is this member's too, as committed.
+func (g *group) followerCommitted(e *Engine, m *wireMsg) {
+	if !m.Committed || g.confCommitted || (confVersion{m.ConfTerm, m.ConfIndex}) != g.conf.ver {
+		return
+	}
+	g.confCommitted = true
+	if !slices.Equal(g.committedMembers, g.conf.members) {
+		g.committedMembers = slices.Clone(g.conf.members)
+		g.configEvent(e, "committed")
+	}
+}
+
+// changeMembers answers CmdAddMember and CmdRemoveMember: a follower
+// forwards the request to its leader; the leader proposes it, or keeps it
+// until its configuration commits. It returns a refusal reason or "".
+func (g *group) changeMembers(e *Engine, op, id string, key []byte) string {
+	if g.cfg.Mode != ModeQuorum {
+		return "bully mode has no configuration: members join by speaking and leave by going quiet"
+	}
+	if err := checkName("member", id); err != nil {
+		return err.Error()
+	}
+	if g.cfg.Auth == AuthEd25519 && op == opAdd && len(key) != ed25519.PublicKeySize {
+		return fmt.Sprintf("adding %s needs its ed25519 public key (%d bytes, got %d)", id, ed25519.PublicKeySize, len(key))
+	}
+	if g.cfg.Auth != AuthEd25519 && len(key) != 0 {
+		return "a key is only for groups that use ed25519"
+	}
+	if g.role != RoleLeader {
+		if g.leader == "" {
+			return "no leader known: retry once one is elected"
+		}
+		e.enc.begin(typeChange, g)
+		e.enc.str("leader", g.leader)
+		e.enc.num("term", g.term)
+		e.enc.str("op", op)
+		e.enc.str("member", id)
+		if len(key) > 0 {
+			e.enc.str("key", keyEncoding.EncodeToString(key))
+		}
+		e.publish(g, e.enc.end())
+		return ""
+	}
+	ch := confChange{op: op, member: id, key: slices.Clone(key)}
+	if reason := g.checkChange(ch); reason != "" {
+		return reason
+	}
+	if op == opRemove && id == g.cfg.ID {
+		return g.removeSelf(e)
+	}
+	if g.pending != nil {
+		return "another change is waiting (" + g.pending.op + " " + g.pending.member + "): retry once it commits"
+	}
+	if !g.confCommitted {
+		g.pending = &ch
+		return ""
+	}
+	return g.propose(e, ch)
+}
+
+// checkChange refuses a change that makes no sense against the current
+// configuration.
+func (g *group) checkChange(ch confChange) string {
+	_, in := slices.BinarySearch(g.conf.members, ch.member)
+	switch {
+	case ch.op == opAdd && in:
+		return ch.member + " is already a member"
+	case ch.op == opAdd && len(g.conf.members) >= MaxMembers:
+		return fmt.Sprintf("the group has %d members, the most it may have", MaxMembers)
+	case ch.op == opRemove && !in:
+		return ch.member + " is not a member"
+	case ch.op == opRemove && len(g.conf.members) == 1:
+		return "cannot remove the last member"
+	}
+	return ""
+}
+
+// removeSelf hands leadership to the best live member, which removes this
+// agent once its own configuration commits.
+func (g *group) removeSelf(e *Engine) string {
+	to := g.bestSuccessor(e.now)
+	if to == "" {
+		return "no live member to hand leadership to before removing this leader"
+	}
+	return g.resign(e, to, true)
+}
+
+// propose makes ch the leader's new configuration, one member away from a
+// committed one.
+func (g *group) propose(e *Engine, ch confChange) string {
+	if reason := g.checkChange(ch); reason != "" {
+		return reason
+	}
+	if ch.op == opRemove && ch.member == g.cfg.ID {
+		return g.removeSelf(e)
+	}
+	c := configuration{ver: confVersion{g.term, g.conf.ver.index + 1}}
+	if ch.op == opAdd {
+		i, _ := slices.BinarySearch(g.conf.members, ch.member)
+		c.members = slices.Insert(slices.Clone(g.conf.members), i, ch.member)
+	} else {
+		c.members = slices.DeleteFunc(slices.Clone(g.conf.members), func(id string) bool { return id == ch.member })
+	}
+	if g.conf.keys != nil {
+		c.keys = make(map[string][]byte, len(c.members))
+		for _, id := range c.members {
+			c.keys[id] = g.conf.keys[id]
+		}
+		if ch.op == opAdd {
+			c.keys[ch.member] = ch.key
+		}
+	}
+	prev := g.conf
+	g.setConf(c)
+	if g.configPayload(e) == nil {
+		g.setConf(prev)
+		return fmt.Sprintf("the configuration would not fit in one %d-byte message", MaxPayload)
+	}
+	g.dirty = true
+	g.confCommitted, g.confAcked = false, g.confAcked[:0]
+	// Every heartbeat whose acks still count was sent under this
+	// configuration: a majority is counted over the members it was sent to.
+	g.sent = [ackWindow]sentHeartbeat{}
+	for i := range g.members {
+		g.members[i].ackSeq = 0
+	}
+	g.configEvent(e, "proposed "+ch.op+" "+ch.member)
+	g.heartbeat(e, typeHeartbeat) // carries the configuration; its acks commit it
+	g.checkCommit(e)
+	return ""
+}
+
+// onChange handles a member's forwarded change request.
+func (g *group) onChange(e *Engine, m *wireMsg) string {
+	if m.Leader != g.cfg.ID || g.role != RoleLeader || m.Term != g.term {
+		return "" // for another leader, or an earlier leadership: the requester retries
+	}
+	var key []byte
+	if m.Key != "" {
+		k, err := keyEncoding.DecodeString(m.Key)
+		if err != nil {
+			return "change request from " + m.From + ": key is not base64url"
+		}
+		key = k
+	}
+	if reason := g.changeMembers(e, m.Op, m.Member, key); reason != "" {
+		return "change request from " + m.From + ": " + m.Op + " " + m.Member + ": " + reason
+	}
+	return ""
+}
