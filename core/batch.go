@@ -61,13 +61,14 @@ type GroupState struct {
 	// (auth.go). Persist it like Term.
 	Epoch uint64 `msg:"epoch"`
 	// The quorum group's configuration (membership.go): its version and
-	// member set, with the members' ed25519 public keys when the group
-	// uses them. ConfIndex 0 (a group that never had a leader) means
-	// Config.Members.
-	ConfTerm   uint64            `msg:"conf_term,omitempty"`
-	ConfIndex  uint64            `msg:"conf_index,omitempty"`
-	Members    []string          `msg:"members,omitempty"`
-	MemberKeys map[string][]byte `msg:"member_keys,omitempty"`
+	// member set (sorted), with Keys[i] the ed25519 public key of
+	// Members[i] when the group uses ed25519 (a list, not a map, so that
+	// the encoding is the same on every host). ConfIndex 0 (a group that
+	// never had a leader) means Config.Members.
+	ConfTerm  uint64   `msg:"conf_term,omitempty"`
+	ConfIndex uint64   `msg:"conf_index,omitempty"`
+	Members   []string `msg:"members,omitempty"`
+	Keys      [][]byte `msg:"keys,omitempty"`
 }
 
 // CommandKind says what a Command asks for.
@@ -271,9 +272,9 @@ type Status struct {
 	ConfIndex     uint64 `msg:"conf_index"`
 	ConfCommitted bool   `msg:"conf_committed"`
 	Voter         bool   `msg:"voter"`
-	Elections uint64         `msg:"elections"` // campaigns this agent started
-	Received  uint64         `msg:"received"`  // wire messages accepted
-	Rejected  uint64         `msg:"rejected"`  // wire messages refused
+	Elections     uint64 `msg:"elections"` // campaigns this agent started
+	Received      uint64 `msg:"received"`  // wire messages accepted
+	Rejected      uint64 `msg:"rejected"`  // wire messages refused
 	// Duplicates counts EventDuplicateID reports.
 	Duplicates uint64 `msg:"duplicates"`
 	// Authentication (auth.go): the mode, this agent's epoch, and the

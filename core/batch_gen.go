@@ -633,7 +633,7 @@ func (z *GroupState) MarshalMsg(b []byte) (o []byte, err error) {
 		zb0001Len--
 		zb0001Mask |= 0x40
 	}
-	if z.MemberKeys == nil {
+	if z.Keys == nil {
 		zb0001Len--
 		zb0001Mask |= 0x80
 	}
@@ -673,12 +673,11 @@ func (z *GroupState) MarshalMsg(b []byte) (o []byte, err error) {
 			}
 		}
 		if (zb0001Mask & 0x80) == 0 { // if not omitted
-			// string "member_keys"
-			o = append(o, 0xab, 0x6d, 0x65, 0x6d, 0x62, 0x65, 0x72, 0x5f, 0x6b, 0x65, 0x79, 0x73)
-			o = msgp.AppendMapHeader(o, uint32(len(z.MemberKeys)))
-			for za0002, za0003 := range z.MemberKeys {
-				o = msgp.AppendString(o, za0002)
-				o = msgp.AppendBytes(o, za0003)
+			// string "keys"
+			o = append(o, 0xa4, 0x6b, 0x65, 0x79, 0x73)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.Keys)))
+			for za0002 := range z.Keys {
+				o = msgp.AppendBytes(o, z.Keys[za0002])
 			}
 		}
 	}
@@ -763,33 +762,24 @@ func (z *GroupState) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				}
 			}
 			zb0001Mask |= 0x4
-		case "member_keys":
+		case "keys":
 			var zb0003 uint32
-			zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
+			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
 			if err != nil {
-				err = msgp.WrapError(err, "MemberKeys")
+				err = msgp.WrapError(err, "Keys")
 				return
 			}
-			if z.MemberKeys == nil {
-				z.MemberKeys = make(map[string][]byte, zb0003)
-			} else if len(z.MemberKeys) > 0 {
-				clear(z.MemberKeys)
+			if cap(z.Keys) >= int(zb0003) {
+				z.Keys = (z.Keys)[:zb0003]
+			} else {
+				z.Keys = make([][]byte, zb0003)
 			}
-			for zb0003 > 0 {
-				var za0003 []byte
-				zb0003--
-				var za0002 string
-				za0002, bts, err = msgp.ReadStringBytes(bts)
+			for za0002 := range z.Keys {
+				z.Keys[za0002], bts, err = msgp.ReadBytesBytes(bts, z.Keys[za0002])
 				if err != nil {
-					err = msgp.WrapError(err, "MemberKeys")
+					err = msgp.WrapError(err, "Keys", za0002)
 					return
 				}
-				za0003, bts, err = msgp.ReadBytesBytes(bts, za0003)
-				if err != nil {
-					err = msgp.WrapError(err, "MemberKeys", za0002)
-					return
-				}
-				z.MemberKeys[za0002] = za0003
 			}
 			zb0001Mask |= 0x8
 		default:
@@ -812,7 +802,7 @@ func (z *GroupState) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			z.Members = nil
 		}
 		if (zb0001Mask & 0x8) == 0 {
-			z.MemberKeys = nil
+			z.Keys = nil
 		}
 	}
 	o = bts
@@ -825,12 +815,9 @@ func (z *GroupState) Msgsize() (s int) {
 	for za0001 := range z.Members {
 		s += msgp.StringPrefixSize + len(z.Members[za0001])
 	}
-	s += 12 + msgp.MapHeaderSize
-	if z.MemberKeys != nil {
-		for za0002, za0003 := range z.MemberKeys {
-			_ = za0003
-			s += msgp.StringPrefixSize + len(za0002) + msgp.BytesPrefixSize + len(za0003)
-		}
+	s += 5 + msgp.ArrayHeaderSize
+	for za0002 := range z.Keys {
+		s += msgp.BytesPrefixSize + len(z.Keys[za0002])
 	}
 	return
 }

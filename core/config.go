@@ -250,8 +250,8 @@ func (c Config) normalize() (Config, error) {
 	if c.AwaitConfig && c.Mode != ModeQuorum {
 		return c, errors.New("await_config: only quorum mode has a configuration to wait for")
 	}
-	if len(members) > 0 && !c.AwaitConfig {
-		if _, ok := slices.BinarySearch(members, c.ID); !ok {
+	if len(members) > 0 {
+		if _, ok := slices.BinarySearch(members, c.ID); !ok && !c.AwaitConfig {
 			return c, fmt.Errorf("members: must include this agent's id %q (or await_config to wait to be added)", c.ID)
 		}
 	} else if c.Mode == ModeQuorum {

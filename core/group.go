@@ -136,7 +136,13 @@ func newGroup(cfg Config, st GroupState, now int64) *group {
 func (g *group) state() GroupState {
 	s := GroupState{Group: g.cfg.Group, Term: g.term, Vote: g.vote, Epoch: g.epoch}
 	if g.conf.ver.index > 0 {
-		s.ConfTerm, s.ConfIndex, s.Members, s.MemberKeys = g.conf.ver.term, g.conf.ver.index, g.conf.members, g.conf.keys
+		s.ConfTerm, s.ConfIndex, s.Members = g.conf.ver.term, g.conf.ver.index, g.conf.members
+		if g.conf.keys != nil {
+			s.Keys = make([][]byte, len(g.conf.members))
+			for i, id := range g.conf.members {
+				s.Keys[i] = g.conf.keys[id]
+			}
+		}
 	}
 	return s
 }

@@ -97,9 +97,9 @@ func (g *group) initConf(st GroupState) {
 		c.keys = g.cfg.MemberKeys // every key holder may take part
 	case g.cfg.Auth == AuthEd25519:
 		c.keys = make(map[string][]byte, len(c.members))
-		for _, id := range c.members {
-			if k, ok := st.MemberKeys[id]; ok && c.ver.index > 0 {
-				c.keys[id] = k
+		for i, id := range c.members {
+			if c.ver.index > 0 && i < len(st.Keys) && len(st.Keys[i]) == ed25519.PublicKeySize {
+				c.keys[id] = st.Keys[i]
 			} else {
 				c.keys[id] = g.cfg.MemberKeys[id]
 			}
@@ -115,19 +115,22 @@ func checkPersistedConf(c Config, st GroupState) error {
 	if c.Mode != ModeQuorum || st.ConfIndex == 0 {
 		return nil
 	}
-	if st.ConfTerm > MaxTerm || st.ConfTerm > st.Term {
-		return fmt.Errorf("persisted configuration of term %d, beyond the persisted term %d", st.ConfTerm, st.Term)
+	if st.ConfTerm > MaxTerm {
+		return fmt.Errorf("persisted configuration of term %d, beyond %d", st.ConfTerm, uint64(MaxTerm))
 	}
 	if err := checkMemberList(st.Members); err != nil {
 		return fmt.Errorf("persisted configuration: %v", err)
 	}
 	if c.Auth == AuthEd25519 {
-		for _, id := range st.Members {
-			k, ok := st.MemberKeys[id]
-			if !ok {
-				k, ok = c.MemberKeys[id]
+		for i, id := range st.Members {
+			var k []byte
+			if i < len(st.Keys) {
+				k = st.Keys[i]
 			}
-			if !ok || len(k) != ed25519.PublicKeySize {
+			if len(k) != ed25519.PublicKeySize {
+				k = c.MemberKeys[id]
+			}
+			if len(k) != ed25519.PublicKeySize {
 				return fmt.Errorf("persisted configuration: no ed25519 public key for member %q (pass it in member_keys)", id)
 			}
 		}

@@ -34,6 +34,11 @@ type testNet struct {
 	// step checks that no two nodes hold one at the same instant: the
 	// harness has one clock, so this is lease exclusivity in real time.
 	leaseUntil map[string]int64
+	// members, if set, is the Members every node starts with (a node that
+	// joins later, awaiting its configuration, is on the bus but not in
+	// it); awaiting marks such nodes.
+	members  []string
+	awaiting map[string]bool
 }
 
 type queued struct {
@@ -44,7 +49,7 @@ type queued struct {
 func newTestNet(t testing.TB, mode Mode, ids ...string) *testNet {
 	n := &testNet{t: t, mode: mode, ids: ids, prio: map[string]uint32{}, nodes: map[string]*Engine{},
 		down: map[string]bool{}, cut: map[[2]string]bool{}, store: map[string]GroupState{},
-		voted: map[string]map[uint64]string{}, leaseUntil: map[string]int64{}}
+		voted: map[string]map[uint64]string{}, leaseUntil: map[string]int64{}, awaiting: map[string]bool{}}
 	for _, id := range ids {
 		n.start(id)
 	}
@@ -55,6 +60,10 @@ func (n *testNet) config(id string) Config {
 	c := Config{ID: id, Group: "g", Mode: n.mode, Priority: n.prio[id]}
 	if n.mode == ModeQuorum {
 		c.Members = n.ids
+		if n.members != nil {
+			c.Members = n.members
+		}
+		c.AwaitConfig = n.awaiting[id]
 	}
 	if n.cfgHook != nil {
 		n.cfgHook(&c)
@@ -92,6 +101,9 @@ func (n *testNet) step(id string, in *Input) {
 		}
 		if ev.LeaseUntil != 0 {
 			fmt.Fprintf(&n.out, " lease=%d", ev.LeaseUntil)
+		}
+		if ev.Kind == EventConfig {
+			fmt.Fprintf(&n.out, " conf=%d members=(%s)", ev.ConfIndex, strings.Join(ev.Members, ","))
 		}
 		if ev.Reason != "" {
 			fmt.Fprintf(&n.out, " (%s)", ev.Reason)

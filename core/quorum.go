@@ -279,6 +279,9 @@ func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
 	if outdated {
 		g.offerConf(e) // it may not know it was removed, or whom to follow
 	}
+	if !g.voter {
+		return "" // outside the configuration: no candidate counts this vote
+	}
 	if m.Pre {
 		grant := m.Term > g.term && !g.inLease(now) && !outdated
 		g.sendVote(e, m.Candidate, m.Term, true, grant)
@@ -446,7 +449,11 @@ func (g *group) onHeartbeat(e *Engine, m *wireMsg) string {
 	g.setLeader(e, m.Leader, m.Term)
 	g.resetElectionTimer(now)
 	g.followerCommitted(e, m)
-	g.sendAck(e, m.Leader, m.Term, m.Seq, m.Inc)
+	if g.voter || (confVersion{m.ConfTerm, m.ConfIndex}) != g.conf.ver {
+		// Outside the configuration, ack only to show being behind (the
+		// leader then sends its configuration): the leader refuses the rest.
+		g.sendAck(e, m.Leader, m.Term, m.Seq, m.Inc)
+	}
 	return ""
 }
 

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"flag"
 	"fmt"
 	"slices"
 	"strconv"
@@ -28,12 +29,25 @@ import (
 //	drop [from=X] [to=Y] [type=T] [pre=true|false]
 //	                       lose the queued messages that match (default: all)
 //	crash id=X / restart id=X (restart rejoins with X's persisted state)
+//	join id=X              start a new node X on the bus, awaiting its configuration
+//	                       (its Members: the cluster's ids)
+//	add|remove id=X member=Y  ask node X to add or remove member Y
 //	partition              each input line is one side, ids separated by spaces
 //	heal
 //	inject to=X            deliver the input (one raw payload per line) to X
-//	status [id=X]          role, term, vote, leader of X (default: every node)
+//	status [id=X] [conf]   role, term, vote, leader of X (default: every node);
+//	                       conf: and its configuration
+//
+// transcriptDir can be pointed elsewhere (-transcripts DIR) to explore a
+// scenario without touching the golden files.
+var transcriptDir = "testdata/transcripts"
+
+func init() {
+	flag.StringVar(&transcriptDir, "transcripts", transcriptDir, "directory of transcripts to run")
+}
+
 func TestTranscripts(t *testing.T) {
-	datadriven.Walk(t, "testdata/transcripts", func(t *testing.T, path string) {
+	datadriven.Walk(t, transcriptDir, func(t *testing.T, path string) {
 		var n *testNet
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			if d.Cmd != "cluster" && n == nil {
@@ -89,9 +103,21 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 		n.quiet = true
 		n.advance(ms, 10)
 		n.quiet = false
-	case "campaign", "resign", "transfer":
+	case "join":
+		id := arg("id")
+		if n.members == nil {
+			n.members = slices.Clone(n.ids)
+		}
+		n.ids = append(n.ids, id)
+		n.awaiting[id] = true
+		n.start(id)
+	case "campaign", "resign", "transfer", "add", "remove":
 		c := Command{Group: "g"}
 		switch d.Cmd {
+		case "add":
+			c.Kind, c.Target = CmdAddMember, arg("member")
+		case "remove":
+			c.Kind, c.Target = CmdRemoveMember, arg("member")
 		case "campaign":
 			c.Kind = CmdCampaign
 		case "resign":
@@ -152,7 +178,15 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 				continue
 			}
 			s := n.status(id)
-			fmt.Fprintf(&n.out, "%s: %s term=%d vote=%s leader=%s rejected=%d\n", id, s.Role, s.Term, s.Vote, s.Leader, s.Rejected)
+			fmt.Fprintf(&n.out, "%s: %s term=%d vote=%s leader=%s rejected=%d", id, s.Role, s.Term, s.Vote, s.Leader, s.Rejected)
+			if d.HasArg("conf") {
+				ids := make([]string, len(s.Members))
+				for i, m := range s.Members {
+					ids[i] = m.ID
+				}
+				fmt.Fprintf(&n.out, " conf=%d.%d committed=%t voter=%t members=(%s)", s.ConfTerm, s.ConfIndex, s.ConfCommitted, s.Voter, strings.Join(ids, ","))
+			}
+			n.out.WriteByte('\n')
 		}
 	default:
 		if !authTranscriptCmd(t, d, n) {

@@ -26,35 +26,35 @@ const (
 // them exactly, and the reference decoder of the tests (encoding/json) reads
 // the tags.
 type wireMsg struct {
-	Type      string    `json:"type"`
-	Group     string    `json:"group,omitempty"`
-	From      string    `json:"from,omitempty"`
-	Candidate string    `json:"candidate,omitempty"`
-	Leader    string    `json:"leader,omitempty"`
-	To        string    `json:"to,omitempty"`
-	Priority  *uint32   `json:"priority,omitempty"`
-	Term      uint64    `json:"term"`
-	Seq       uint64    `json:"seq,omitempty"`
-	Inc       uint64    `json:"inc,omitempty"`        // the sender's incarnation (GroupSpec.Incarnation)
-	LeaderInc uint64    `json:"leader_inc,omitempty"` // an ack: the incarnation of the leader it answers
-	Pre       bool      `json:"pre,omitempty"`
-	Granted   bool      `json:"granted,omitempty"`
-	Handoff   bool      `json:"handoff,omitempty"` // a vote pushed by a resign, not asked for
-	Hold      uint64    `json:"hold,omitempty"`    // a resign (and the votes it pushes): the resigning leader's HandoffHoldMs
-	ElectedAt string    `json:"elected_at,omitempty"`
+	Type      string  `json:"type"`
+	Group     string  `json:"group,omitempty"`
+	From      string  `json:"from,omitempty"`
+	Candidate string  `json:"candidate,omitempty"`
+	Leader    string  `json:"leader,omitempty"`
+	To        string  `json:"to,omitempty"`
+	Priority  *uint32 `json:"priority,omitempty"`
+	Term      uint64  `json:"term"`
+	Seq       uint64  `json:"seq,omitempty"`
+	Inc       uint64  `json:"inc,omitempty"`        // the sender's incarnation (GroupSpec.Incarnation)
+	LeaderInc uint64  `json:"leader_inc,omitempty"` // an ack: the incarnation of the leader it answers
+	Pre       bool    `json:"pre,omitempty"`
+	Granted   bool    `json:"granted,omitempty"`
+	Handoff   bool    `json:"handoff,omitempty"` // a vote pushed by a resign, not asked for
+	Hold      uint64  `json:"hold,omitempty"`    // a resign (and the votes it pushes): the resigning leader's HandoffHoldMs
+	ElectedAt string  `json:"elected_at,omitempty"`
 	// Membership (membership.go): the configuration version a vote request,
 	// heartbeat, ack or config message carries; a config message's member
 	// set (and, with ed25519, the members' public keys in the same order);
 	// a change request's operation, member and key.
-	ConfTerm  uint64   `json:"conf_term,omitempty"`
-	ConfIndex uint64   `json:"conf_index,omitempty"`
-	Committed bool     `json:"committed,omitempty"` // a heartbeat: its configuration is committed
-	Remove    bool     `json:"remove,omitempty"`    // a resign: the successor removes the resigning leader
-	Members   []string `json:"members,omitempty"`
-	Keys      []string `json:"keys,omitempty"`
-	Op        string   `json:"op,omitempty"`
-	Member    string   `json:"member,omitempty"`
-	Key       string   `json:"key,omitempty"`
+	ConfTerm  uint64    `json:"conf_term,omitempty"`
+	ConfIndex uint64    `json:"conf_index,omitempty"`
+	Committed bool      `json:"committed,omitempty"` // a heartbeat: its configuration is committed
+	Remove    bool      `json:"remove,omitempty"`    // a resign: the successor removes the resigning leader
+	Members   []string  `json:"members,omitempty"`
+	Keys      []string  `json:"keys,omitempty"`
+	Op        string    `json:"op,omitempty"`
+	Member    string    `json:"member,omitempty"`
+	Key       string    `json:"key,omitempty"`
 	Timestamp flexStamp `json:"timestamp,omitempty"`
 	// The signed envelope (auth.go).
 	Epoch uint64 `json:"epoch,omitempty"`

@@ -1,0 +1,193 @@
+package core
+
+import (
+	"crypto/ed25519"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// electLeader runs a fresh net until a leader is elected and returns it.
+func electLeader(t *testing.T, n *testNet) string {
+	t.Helper()
+	n.quiet = true
+	n.advance(3000, 10)
+	ls := n.leaders()
+	if len(ls) != 1 {
+		t.Fatalf("leaders %v", ls)
+	}
+	id, _, _ := strings.Cut(ls[0], "@")
+	return id
+}
+
+func memberIDs(s Status) []string {
+	ids := make([]string, len(s.Members))
+	for i, m := range s.Members {
+		ids[i] = m.ID
+	}
+	return ids
+}
+
+// joinAwaiting starts id on n's bus, awaiting its configuration.
+func joinAwaiting(n *testNet, id string) {
+	if n.members == nil {
+		n.members = slices.Clone(n.ids)
+	}
+	n.ids = append(n.ids, id)
+	n.awaiting[id] = true
+	n.start(id)
+}
+
+func command(n *testNet, at string, c Command) []Event {
+	c.Group = "g"
+	var out Output
+	n.nodes[at].Step(&Input{Now: n.now, Commands: []Command{c}}, &out)
+	for _, p := range out.Publishes {
+		for _, to := range n.ids {
+			if to != at {
+				n.queue = append(n.queue, queued{at, to, p})
+			}
+		}
+	}
+	for _, st := range out.Persist {
+		n.store[at] = st
+	}
+	return out.Events
+}
+
+// With ed25519, adding a member distributes its public key with the
+// configuration, and a removed member's messages no longer verify.
+func TestMembershipDistributesKeysAndRefusesRemoved(t *testing.T) {
+	n := newAuthNet(t, ModeQuorum, AuthEd25519, "a", "b", "c")
+	leader := electLeader(t, n)
+	joinAwaiting(n, "d")
+	dKey := testPriv("d").Public().(ed25519.PublicKey)
+
+	evs := command(n, leader, Command{Kind: CmdAddMember, Target: "d"})
+	if len(evs) != 1 || evs[0].Kind != EventRejected || !strings.Contains(evs[0].Reason, "public key") {
+		t.Fatalf("add without a key: %+v", evs)
+	}
+	command(n, leader, Command{Kind: CmdAddMember, Target: "d", Key: dKey})
+	n.advance(1000, 10)
+	for _, id := range n.ids {
+		s := n.status(id)
+		if !slices.Equal(memberIDs(s), []string{"a", "b", "c", "d"}) || !s.ConfCommitted || !s.Voter {
+			t.Fatalf("%s: %+v", id, s)
+		}
+	}
+	if st := n.store["a"]; len(st.Keys) != 4 || !slices.Equal(st.Keys[3], dKey) {
+		got := st.Keys
+		t.Fatalf("a persisted d's key %x, want %x", got, dKey)
+	}
+
+	victim := "a"
+	if leader == "a" {
+		victim = "b"
+	}
+	command(n, leader, Command{Kind: CmdRemoveMember, Target: victim})
+	n.advance(1000, 10)
+	if s := n.status(leader); slices.Contains(memberIDs(s), victim) || !s.ConfCommitted {
+		t.Fatalf("leader after removing %s: %+v", victim, s)
+	}
+	before := n.status(leader).Forged
+	n.quiet = false
+	ack := `{"type":"ack","group":"g","from":"` + victim + `","priority":1,"leader":"` + leader + `","term":1,"seq":1}`
+	n.step(leader, &Input{Now: n.now, Inbound: []Message{{Topic: Topic("g"), Payload: signAs(AuthEd25519, victim, "g", []byte(ack), 99, 1)}}})
+	if s := n.status(leader); s.Forged != before+1 {
+		t.Fatalf("a removed member's message was not refused as unverifiable: %+v\n%s", s, n.take())
+	}
+}
+
+// A restarted member takes its persisted configuration, not its flags.
+func TestMembershipSurvivesRestart(t *testing.T) {
+	n := newTestNet(t, ModeQuorum, "a", "b", "c")
+	leader := electLeader(t, n)
+	joinAwaiting(n, "d")
+	command(n, leader, Command{Kind: CmdAddMember, Target: "d"})
+	n.advance(1000, 10)
+	for _, id := range []string{"a", "d"} {
+		n.crash(id)
+		n.start(id) // flags: Members a,b,c; d still awaiting
+		if s := n.status(id); !slices.Equal(memberIDs(s), []string{"a", "b", "c", "d"}) || !s.Voter {
+			t.Fatalf("%s after restart: %+v", id, s)
+		}
+	}
+}
+
+func TestMembershipRefusals(t *testing.T) {
+	n := newTestNet(t, ModeQuorum, "a", "b", "c")
+	leader := electLeader(t, n)
+	follower := "a"
+	if leader == "a" {
+		follower = "b"
+	}
+	for _, tc := range []struct {
+		at   string
+		c    Command
+		want string
+	}{
+		{leader, Command{Kind: CmdAddMember, Target: "b"}, "already a member"},
+		{leader, Command{Kind: CmdRemoveMember, Target: "z"}, "not a member"},
+		{leader, Command{Kind: CmdAddMember, Target: "bad id"}, "not in"},
+		{leader, Command{Kind: CmdAddMember, Target: "d", Key: make([]byte, 32)}, "only for groups that use ed25519"},
+		{follower, Command{Kind: CmdAddMember, Target: "bad id"}, "not in"},
+	} {
+		evs := command(n, tc.at, tc.c)
+		if len(evs) != 1 || evs[0].Kind != EventRejected || !strings.Contains(evs[0].Reason, tc.want) {
+			t.Errorf("%s %+v: %+v, want a refusal with %q", tc.at, tc.c, evs, tc.want)
+		}
+	}
+	// One change at a time: a third request waits for nothing.
+	command(n, leader, Command{Kind: CmdAddMember, Target: "d"})
+	command(n, leader, Command{Kind: CmdAddMember, Target: "e"})
+	if evs := command(n, leader, Command{Kind: CmdAddMember, Target: "f"}); len(evs) != 1 || !strings.Contains(evs[0].Reason, "another change is waiting") {
+		t.Errorf("third change: %+v", evs)
+	}
+
+	b := newTestNet(t, ModeBully, "a", "b")
+	if evs := command(b, "a", Command{Kind: CmdAddMember, Target: "c"}); len(evs) != 1 || !strings.Contains(evs[0].Reason, "bully mode") {
+		t.Errorf("bully: %+v", evs)
+	}
+	lone := newTestNet(t, ModeQuorum, "a", "b", "c")
+	if evs := command(lone, "a", Command{Kind: CmdRemoveMember, Target: "b"}); len(evs) != 1 || !strings.Contains(evs[0].Reason, "no leader known") {
+		t.Errorf("no leader: %+v", evs)
+	}
+}
+
+// A configuration too large for one message is refused, not half-sent.
+func TestMembershipRefusesOversizedConfiguration(t *testing.T) {
+	members := []string{"a"}
+	for i := range 36 {
+		members = append(members, strings.Repeat("m", 100)+uitoa(uint64(1000+i)))
+	}
+	e := NewEngine()
+	var out Output
+	if err := e.Join(GroupSpec{Config: Config{ID: "a", Group: "g", Members: members}}, 0, &out); err != nil {
+		t.Fatal(err)
+	}
+	g := e.groups[Topic("g")]
+	g.role, g.confCommitted = RoleLeader, true // as if elected, its configuration committed
+	out.Reset()
+	e.Step(&Input{Now: 1, Commands: []Command{{Kind: CmdAddMember, Group: "g", Target: strings.Repeat("n", 128)}}}, &out)
+	if len(out.Events) == 0 || !strings.Contains(out.Events[0].Reason, "would not fit") || len(out.Publishes) != 0 {
+		t.Fatalf("%+v", out)
+	}
+	if s, _ := e.Status("g"); len(s.Members) != len(members) {
+		t.Fatalf("the refused change changed the configuration: %d members", len(s.Members))
+	}
+}
+
+func TestPersistedConfigurationChecked(t *testing.T) {
+	cfg := Config{ID: "a", Group: "g", Members: []string{"a", "b", "c"}}
+	for name, st := range map[string]GroupState{
+		"unsorted":        {Group: "g", Term: 2, ConfTerm: 2, ConfIndex: 3, Members: []string{"b", "a"}},
+		"empty":           {Group: "g", Term: 2, ConfTerm: 2, ConfIndex: 3},
+		"term beyond max": {Group: "g", Term: 2, ConfTerm: MaxTerm + 1, ConfIndex: 3, Members: []string{"a", "b"}},
+		"bad name":        {Group: "g", Term: 2, ConfTerm: 2, ConfIndex: 3, Members: []string{"a b"}},
+	} {
+		var out Output
+		if err := NewEngine().Join(GroupSpec{Config: cfg, State: st}, 0, &out); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
