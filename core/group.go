@@ -82,7 +82,8 @@ type group struct {
 	confOffered      int64       // when conf was last sent to an out-of-date member
 	committedMembers []string    // the member set last reported committed
 	pending          *confChange // leader: proposed once conf commits
-	removeOnLead     string      // a leader that resigned to us asked to be removed
+	removeOnLead     string      // a leader that resigned to us asked to be removed…
+	removeOnLeadTerm uint64      // …if we lead this term, the hand-off's
 }
 
 // ackWindow heartbeats are remembered for matching acks; older acks are too

@@ -269,7 +269,9 @@ func (g *group) adopt(e *Engine, c configuration, reason string) {
 	changed := !slices.Equal(c.members, g.conf.members)
 	g.setConf(c)
 	g.dirty, g.confCommitted = true, false
-	if !g.voter && (g.role == RoleCandidate || g.role == RolePreCandidate) {
+	if g.role == RoleCandidate || g.role == RolePreCandidate {
+		// Its votes were counted over the old configuration, perhaps from
+		// members the new one removed: this candidacy is over.
 		g.role = RoleFollower
 		g.votes = g.votes[:0]
 	}
@@ -291,10 +293,10 @@ func (g *group) restamp() {
 	g.setConf(c)
 	g.dirty = true
 	g.confCommitted, g.confAcked = false, g.confAcked[:0]
-	if g.removeOnLead != "" {
+	if g.removeOnLead != "" && g.removeOnLeadTerm == g.term {
 		g.pending = &confChange{op: opRemove, member: g.removeOnLead}
-		g.removeOnLead = ""
 	}
+	g.removeOnLead = ""
 }
 
 // onConfAck counts a member's ack of the leader's configuration version.

@@ -565,6 +565,17 @@ func (g *group) resign(e *Engine, target string, remove bool) string {
 
 func (g *group) onResign(e *Engine, m *wireMsg) string {
 	now := e.now
+	if m.Remove && m.To == g.cfg.ID && m.Term+1 == g.term {
+		// Its followers' pushed votes came first: we are its successor
+		// already (or about to be), and it asks to be removed.
+		if g.role == RoleLeader {
+			if reason := g.changeMembers(e, opRemove, m.From, nil); reason != "" {
+				return "remove " + m.From + " (its hand-off): " + reason
+			}
+			return ""
+		}
+		g.removeOnLead, g.removeOnLeadTerm = m.From, g.term
+	}
 	if m.Term < g.term || m.Term == g.term && m.Leader != g.leader && m.To != g.cfg.ID {
 		return "" // a stale or unknown leader's resignation changes nothing
 	}
@@ -598,7 +609,7 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 	g.vote, g.dirty = m.To, true
 	if m.To == g.cfg.ID {
 		if m.Remove {
-			g.removeOnLead = m.From
+			g.removeOnLead, g.removeOnLeadTerm = m.From, next
 		}
 		g.startHandoffCandidacy(e, m.Hold)
 		if g.addVote(m.From) {
