@@ -26,7 +26,9 @@
 // never panics and never changes election state.
 //
 // Two modes ([Mode]): [ModeQuorum], a Raft-style election with PreVote,
-// CheckQuorum and a leader lease, safe under partitions; and [ModeBully], the
+// CheckQuorum and a leader lease, safe under partitions, whose members change
+// one at a time while it runs ([CmdAddMember], [CmdRemoveMember]; membership.go
+// explains how); and [ModeBully], the
 // seed skill's priority algorithm with terms, for swarms whose membership is not
 // known in advance. The wire format (wire.go) is JSON, compatible with the seed
 // skill's "election", "leader" and "heartbeat" messages.
