@@ -9,12 +9,10 @@ type Clock interface {
 	NowMs() int64
 }
 
-// RealClock reads Go's monotonic clock: milliseconds since it was created.
-// Wall-clock jumps do not affect it.
-type RealClock struct{ start time.Time }
-
 // NewRealClock returns a Clock reading 0 now and counting up in real time.
-func NewRealClock() *RealClock { return &RealClock{start: time.Now()} }
+// It reads Go's monotonic clock: wall-clock jumps do not affect it.
+func NewRealClock() Clock { return realClock{start: time.Now()} }
 
-// NowMs returns the milliseconds elapsed since NewRealClock.
-func (c *RealClock) NowMs() int64 { return time.Since(c.start).Milliseconds() }
+type realClock struct{ start time.Time }
+
+func (c realClock) NowMs() int64 { return time.Since(c.start).Milliseconds() }
