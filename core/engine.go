@@ -20,12 +20,22 @@ type Engine struct {
 	enc       encoder
 	msg       wireMsg
 	dirty     []*group
+
+	reusePayloads bool
 }
 
 // NewEngine returns an engine with no groups.
 func NewEngine() *Engine {
 	return &Engine{groups: make(map[string]*group)}
 }
+
+// ReusePayloads lets every Step write its published payloads over the
+// previous Step's: the payloads of an Output are then valid only until the
+// next Step. A host that copies each Output out before it steps again (the
+// wasm module encodes it for its caller) saves the memory of every published
+// message; in wasm that memory also cost garbage collections, which slowed
+// every step while they ran.
+func (e *Engine) ReusePayloads() { e.reusePayloads = true }
 
 // Step applies one input batch and appends what it produced to out (reset
 // first with out.Reset to reuse its buffers). Inbound messages are handled
@@ -36,6 +46,9 @@ func (e *Engine) Step(in *Input, out *Output) {
 		e.now = in.Now
 	}
 	e.wall, e.out = in.Wall, out
+	if e.reusePayloads {
+		e.enc.reuse()
+	}
 	for i := range in.Join {
 		e.join(&in.Join[i])
 	}

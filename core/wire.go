@@ -186,14 +186,16 @@ func truncate(s string) string {
 // that keeps outputs byte-identical everywhere.
 //
 // A message is written straight into the free end of a chunk of payload
-// memory and end hands it out as a slice of that chunk, which is never
-// written again: a host may keep a published payload as long as it likes,
-// yet a step allocates nothing but a new chunk every few dozen messages (an
-// allocation per message cost a malloc and, in wasm, garbage collections
-// that slowed every step while they ran).
+// memory and end hands it out as a slice of that chunk, which is not written
+// again by default: a host may keep a published payload as long as it likes,
+// yet a step makes one allocation every few dozen messages instead of one
+// per message. With Engine.ReusePayloads each step starts over in the same
+// chunk and a step allocates nothing (in wasm, the bytes allocated had cost
+// garbage collections that slowed every step while they ran).
 type encoder struct {
-	b     []byte // the message being written, from chunk's free end
-	chunk []byte // the payloads handed out so far; its capacity is the free room
+	b       []byte // the message being written, from chunk's free end
+	chunk   []byte // the payloads handed out so far; its capacity is the free room
+	reusing bool   // chunk is emptied at every step (Engine.ReusePayloads)
 
 	// The group, sender and incarnation fields begin last wrote, kept for
 	// the next message of the same group (formatting a 20-digit incarnation
@@ -216,7 +218,11 @@ const (
 // incarnation.
 func (e *encoder) begin(typ string, g *group) {
 	if cap(e.chunk)-len(e.chunk) < encoderRoom {
-		e.chunk = make([]byte, 0, encoderChunk)
+		size := encoderChunk
+		if e.reusing { // grow until one chunk holds a whole step's messages
+			size = max(size, 2*cap(e.chunk))
+		}
+		e.chunk = make([]byte, 0, size)
 	}
 	if g != e.hdrGroup || g.inc != e.hdrInc {
 		e.hdr = append(e.hdr[:0], `","group":"`...)
@@ -230,6 +236,12 @@ func (e *encoder) begin(typ string, g *group) {
 	e.b = append(e.chunk[len(e.chunk):], `{"type":"`...)
 	e.b = append(e.b, typ...)
 	e.b = append(e.b, e.hdr...)
+}
+
+// reuse lets the next messages overwrite the current chunk (Engine.ReusePayloads).
+func (e *encoder) reuse() {
+	e.reusing = true
+	e.chunk = e.chunk[:0]
 }
 
 // forget drops what the encoder keeps of g (it left the engine).

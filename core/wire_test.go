@@ -73,3 +73,61 @@ func TestPublishedPayloadsStay(t *testing.T) {
 		t.Errorf("a heartbeat step allocates %.0f times on average, want under one", allocs)
 	}
 }
+
+// With ReusePayloads every step writes its payloads over the last step's
+// memory: each Output must still be whole (no message over another, however
+// many a step publishes) and the steady state must not allocate at all.
+func TestReusePayloads(t *testing.T) {
+	e := NewEngine()
+	e.ReusePayloads()
+	var out Output
+	const groups = 60 // ~9 KB of election messages per step: several chunks' worth
+	in := Input{Now: 1}
+	for i := range groups {
+		in.Join = append(in.Join, GroupSpec{Config: Config{ID: "a", Group: "g" + strconv.Itoa(i), Mode: ModeQuorum, Members: []string{"a", "b", "c"}}})
+	}
+	e.Step(&in, &out)
+	for round := range 4 {
+		in = Input{Now: int64(2 + round)}
+		for i := range groups {
+			in.Commands = append(in.Commands, Command{Kind: CmdCampaign, Group: "g" + strconv.Itoa(i)})
+		}
+		out.Reset()
+		e.Step(&in, &out)
+		if len(out.Publishes) != groups {
+			t.Fatalf("round %d: %d publishes, want %d", round, len(out.Publishes), groups)
+		}
+		for i, p := range out.Publishes {
+			var m wireMsg
+			if err := decodeWire(p.Payload, &m); err != nil || m.Group != "g"+strconv.Itoa(i) || m.Type != typeElection {
+				t.Fatalf("round %d: publish %d is %s (%v)", round, i, p.Payload, err)
+			}
+		}
+	}
+
+	n := newTestNet(t, ModeQuorum, "a", "b", "c", "d", "e")
+	n.quiet = true
+	n.advance(3000, 10)
+	leader := n.status("a").Leader
+	follower := "a"
+	if leader == "a" {
+		follower = "b"
+	}
+	f := n.nodes[follower]
+	f.ReusePayloads()
+	payloads := heartbeats(leader, 1024)
+	hb := Input{Now: n.now, Inbound: make([]Message, 1)}
+	k := 0
+	allocs := testing.AllocsPerRun(1, func() {
+		for range 1000 {
+			hb.Inbound[0] = Message{Topic: "election:g", Payload: payloads[k%len(payloads)]}
+			hb.Now++
+			k++
+			out.Reset()
+			f.Step(&hb, &out)
+		}
+	})
+	if allocs != 0 || len(out.Publishes) != 1 || !bytes.Contains(out.Publishes[0].Payload, []byte(`"type":"ack"`)) {
+		t.Errorf("1,000 heartbeat steps with ReusePayloads allocated %v times (want none); last output %+v", allocs, out)
+	}
+}

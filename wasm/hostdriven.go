@@ -17,6 +17,10 @@ import (
 	"github.com/electcore/electcore/core"
 )
 
+// core.Driver may hold a group's publishes across calls (until its state is
+// saved), so their payloads must stay.
+const reusePayloads = false
+
 //go:wasmimport electcore now
 func hostNow() int64
 

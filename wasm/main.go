@@ -32,7 +32,7 @@ func main() {}
 // touched concurrently: an instance is never called concurrently, and
 // goroutines run only during a call.
 var (
-	engine = core.NewEngine()
+	engine = newEngine()
 	in     core.Input
 	out    core.Output
 
@@ -155,7 +155,15 @@ func joinBytes(b []byte) error {
 	return encodeOut()
 }
 
+func newEngine() *core.Engine {
+	e := core.NewEngine()
+	if reusePayloads {
+		e.ReusePayloads()
+	}
+	return e
+}
+
 func resetEngine() {
-	engine = core.NewEngine()
+	engine = newEngine()
 	in, out = core.Input{}, core.Output{}
 }

@@ -46,11 +46,19 @@ func (n nativeStepper) Step(in *core.Input, out *core.Output) error { n.e.Step(i
 // msgpStepper is the native core doing the module's work for a batch
 // (stepBytes: check and decode the msgp Input, Step, encode the Output); its
 // Step also encodes the Input and decodes the Output, as Instance.Step does.
+// Like the module's, its engine reuses payload memory (every Output is
+// encoded before the next step).
 type msgpStepper struct {
 	e         *core.Engine
 	inb, outb []byte
 	in        core.Input
 	out       core.Output
+}
+
+func newMsgpStepper() *msgpStepper {
+	m := &msgpStepper{e: core.NewEngine()}
+	m.e.ReusePayloads()
+	return m
 }
 
 func (m *msgpStepper) Step(in *core.Input, out *core.Output) error {
@@ -264,7 +272,7 @@ func benchNode(b *testing.B, engine string, empty bool) {
 
 // benchModuleWork times msgpStepper.stepBytes on pre-encoded batches.
 func benchModuleWork(b *testing.B, empty bool) {
-	m := &msgpStepper{e: core.NewEngine()}
+	m := newMsgpStepper()
 	in := benchSetup(b, m)
 	if empty {
 		in.Inbound = nil
@@ -296,7 +304,7 @@ func BenchmarkStepRatio(b *testing.B) {
 		b.Run("batch="+batch, func(b *testing.B) {
 			runtime.LockOSThread() // threadCPU reads this thread's clock
 			defer runtime.UnlockOSThread()
-			native := &msgpStepper{e: core.NewEngine()}
+			native := newMsgpStepper()
 			nin := benchSetup(b, native)
 			inst, err := testRuntime(b).NewInstance(context.Background())
 			if err != nil {
