@@ -215,7 +215,7 @@ func (g *group) configPayload(e *Engine) []byte {
 			}
 			e.enc.strs("keys", keys)
 		}
-		g.confWire = e.enc.end()
+		g.confWire = slices.Clone(e.enc.end()) // kept across steps: not in payload memory a step may reuse
 		g.confFits = len(g.confWire) <= maxConfigPayload
 	}
 	if !g.confFits {
