@@ -191,3 +191,37 @@ func TestPersistedConfigurationChecked(t *testing.T) {
 		}
 	}
 }
+
+// A change kept waiting by a new leader whose configuration is not yet
+// committed may remove the very member whose ack commits it: the ack that
+// proposes the removal must not then be counted for a member no longer in
+// the configuration (it dereferenced a missing member: a panic the Go host
+// and the module's trap recovery both hit).
+func TestMembershipPendingRemovalOfTheCommittingAcker(t *testing.T) {
+	for _, target := range []string{"b", "c"} {
+		n := newTestNet(t, ModeQuorum, "a", "b", "c")
+		old := electLeader(t, n)
+		next := "a"
+		if old == "a" {
+			next = "b"
+		}
+		if target == next || target == old {
+			continue
+		}
+		n.step(old, &Input{Now: n.now, Commands: []Command{{Kind: CmdTransfer, Group: "g", Target: next}}})
+		for i := 0; i < 20 && n.status(next).Role != RoleLeader; i++ {
+			n.deliverRound()
+		}
+		if s := n.status(next); s.Role != RoleLeader || s.ConfCommitted {
+			t.Fatalf("%s after the transfer: %+v", next, s)
+		}
+		if evs := command(n, next, Command{Kind: CmdRemoveMember, Target: target}); len(evs) != 0 {
+			t.Fatalf("remove %s: %+v", target, evs)
+		}
+		n.advance(1000, 10)
+		want := slices.DeleteFunc([]string{"a", "b", "c"}, func(id string) bool { return id == target })
+		if s := n.status(next); !slices.Equal(memberIDs(s), want) || !s.ConfCommitted {
+			t.Fatalf("removing %s: leader %s has %+v", target, next, s)
+		}
+	}
+}

@@ -495,7 +495,7 @@ func (g *group) onAck(e *Engine, m *wireMsg) string {
 	}
 	g.onConfAck(e, m)
 	f := g.member(m.From)
-	if m.Seq <= f.ackSeq {
+	if f == nil || m.Seq <= f.ackSeq { // nil: the ack committed a change that removed its sender
 		return ""
 	}
 	// Count this member for every remembered heartbeat it now covers: a
