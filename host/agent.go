@@ -62,6 +62,11 @@ type Callbacks struct {
 	// id is the duplicated ID: this agent's own when another process uses
 	// it.
 	OnDuplicateID func(id, reason string)
+	// OnConfig is called when a quorum group's configuration changes: this
+	// leader proposed it, this member learnt it, or it committed
+	// (c.Committed). An agent no longer in a committed configuration was
+	// removed: it keeps running as a non-voter and never leads.
+	OnConfig func(c ConfigChange)
 }
 
 // Stats are an agent's counters.
@@ -493,6 +498,10 @@ func (a *Agent) event(el *Election, ev core.Event, refused map[uint64]string) {
 			f, id, reason := el.cb.OnDuplicateID, ev.Member, ev.Reason
 			el.disp.do(func() { f(id, reason) })
 		}
+	case core.EventConfig:
+		if el != nil {
+			el.config(ev)
+		}
 	}
 }
 
@@ -510,7 +519,7 @@ func requestResult(r *request, refused map[uint64]string) error {
 	case r.cmd != nil:
 		what = r.cmd.Kind.String()
 	}
-	return fmt.Errorf("host: %s refused: %s", what, reason)
+	return fmt.Errorf("host: %s %w: %s", what, ErrRefused, reason)
 }
 
 // checkLeases ends leaderships whose lease ran out.
@@ -576,6 +585,9 @@ type Election struct {
 	disp      *dispatcher
 	left      chan struct{}
 	leftOnce  sync.Once
+
+	confMu      sync.Mutex
+	confChanged chan struct{} // closed at the next EventConfig (confSignal)
 
 	// owned by the agent's loop
 	reportedLeader string // the last leader and term given to OnNewLeader

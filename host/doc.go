@@ -16,7 +16,9 @@
 //		OnNewLeader:      func(leader string, term uint64) {},
 //	})
 //
-// then el.Status, el.Resign, el.TransferTo, el.Campaign, el.Leave, and
+// then el.Status, el.Resign, el.TransferTo, el.Campaign, el.Leave,
+// el.AddMember and el.RemoveMember (quorum mode: change the configuration
+// and wait until it commits; Callbacks.OnConfig reports each change), and
 // agent.Stats. host.NewNativeAgent(ctx, cfg) in place of rt.NewAgent runs
 // the same agent on the native core, with no runtime and no WebAssembly.
 // Transports come from package transport, the state store from package
@@ -40,6 +42,8 @@
 //     election) — and sleeps until the next message, the core's WakeAt or a
 //     lease's end. When the module traps, the agent carries on with a new
 //     instance restored from the persisted state (OnTrap, Stats.Traps).
+//   - membership.go: [Election.AddMember], [Election.RemoveMember],
+//     [ConfigChange] and [ErrRefused] (a refusal matched by request id).
 //   - clock.go: [Clock], the monotonic milliseconds the agent gives the core.
 //   - state.go: Join refuses a persisted state it cannot trust
 //     ([ErrStateUnusable]) rather than restart a member at term 0.

@@ -1,0 +1,143 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/electcore/electcore/core"
+)
+
+// ErrRefused is wrapped by the error of a join or command that the core
+// refused (it echoed the request's id in an EventRejected): nothing changed.
+var ErrRefused = errors.New("refused")
+
+// ConfigChange is a quorum group's configuration as Callbacks.OnConfig
+// reports it.
+type ConfigChange struct {
+	Members []string // sorted
+	Index   uint64   // the configuration's index (its version's counter)
+	// Committed: a majority of Members holds it, so the change is done.
+	// Otherwise this leader proposed it, or this member learnt it and has
+	// not yet heard that it committed.
+	Committed bool
+	Reason    string // the core's: "proposed add x", "adopted from y", "committed"
+}
+
+// confCommittedReason is the Reason of the EventConfig that reports a
+// configuration committed (core.EventConfig's documented reasons).
+const confCommittedReason = "committed"
+
+// AddMember asks the group to add member id and waits until a committed
+// configuration lists it, or ctx ends. key is id's ed25519 public key when
+// the group uses ed25519 (nil otherwise). Any member may ask (a follower
+// forwards the request to the leader); one change is made at a time. It
+// returns at once if the committed configuration already lists id; an
+// error wrapping ErrRefused if this member's core refuses the request (a
+// refusal by the leader of a forwarded request is reported in the leader's
+// log only, so here it ends with ctx); ctx's error if the change was not
+// seen committed in time — it may still commit: Status tells.
+func (e *Election) AddMember(ctx context.Context, id string, key []byte) error {
+	return e.changeMembers(ctx, core.CmdAddMember, id, key)
+}
+
+// RemoveMember asks the group to remove member id and waits until a
+// committed configuration no longer lists it, as AddMember. Removing the
+// leader first hands its leadership to another member, which then removes
+// it. A removed agent keeps running as a non-voter: it never campaigns and
+// is not counted, until a later change adds it back.
+func (e *Election) RemoveMember(ctx context.Context, id string) error {
+	return e.changeMembers(ctx, core.CmdRemoveMember, id, nil)
+}
+
+func (e *Election) changeMembers(ctx context.Context, kind core.CommandKind, id string, key []byte) error {
+	wantIn := kind == core.CmdAddMember
+	done := func(st core.Status) bool {
+		return slices.ContainsFunc(st.Members, func(m core.MemberStatus) bool { return m.ID == id }) == wantIn
+	}
+	// A change already made, or already under way, is not asked for again:
+	// the leader would refuse it ("already a member"), and a retry after a
+	// timeout must be safe.
+	hb := e.cfg.HeartbeatMs
+	if hb <= 0 {
+		hb = core.DefaultHeartbeatMs
+	}
+	tick := time.NewTicker(time.Duration(hb) * time.Millisecond)
+	defer tick.Stop()
+	st := e.Status()
+	if !done(st) {
+		// Only a leader takes a change, and a member that knows none
+		// refuses it: wait for one (an election in progress) first.
+		for st.Mode == core.ModeQuorum && st.Leader == "" {
+			select {
+			case <-tick.C:
+			case <-e.left:
+				return fmt.Errorf("host: group %q: left", e.cfg.Group)
+			case <-ctx.Done():
+				return fmt.Errorf("host: %s %s: no leader known: %w", kind, id, ctx.Err())
+			}
+			st = e.Status()
+		}
+		select {
+		case <-e.left:
+			return fmt.Errorf("host: group %q: left", e.cfg.Group)
+		default:
+		}
+		cmd := &core.Command{Kind: kind, Group: e.cfg.Group, Target: id, Key: slices.Clone(key)}
+		if err := e.a.submit(ctx, &request{cmd: cmd}); err != nil {
+			return err
+		}
+	}
+	for {
+		changed := e.confSignal()
+		if st = e.Status(); st.ConfCommitted && done(st) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+		case <-e.left:
+			return fmt.Errorf("host: group %q: left while waiting for %s %s to commit", e.cfg.Group, kind, id)
+		case <-ctx.Done():
+			return fmt.Errorf("host: %s %s: not seen committed (configuration %s, index %d, committed %v); it may still commit, or the leader refused it (its log says why): %w",
+				kind, id, strings.Join(memberIDs(st), ","), st.ConfIndex, st.ConfCommitted, ctx.Err())
+		}
+	}
+}
+
+func memberIDs(st core.Status) []string {
+	ids := make([]string, len(st.Members))
+	for i, m := range st.Members {
+		ids[i] = m.ID
+	}
+	return ids
+}
+
+// confSignal returns a channel closed at the next configuration event.
+func (e *Election) confSignal() <-chan struct{} {
+	e.confMu.Lock()
+	defer e.confMu.Unlock()
+	if e.confChanged == nil {
+		e.confChanged = make(chan struct{})
+	}
+	return e.confChanged
+}
+
+// config handles an EventConfig (on the agent's loop).
+func (e *Election) config(ev core.Event) {
+	e.confMu.Lock()
+	if e.confChanged != nil {
+		close(e.confChanged)
+		e.confChanged = nil
+	}
+	e.confMu.Unlock()
+	c := ConfigChange{Members: slices.Clone(ev.Members), Index: ev.ConfIndex, Committed: ev.Reason == confCommittedReason, Reason: ev.Reason}
+	e.a.logger.Info("configuration", "group", e.cfg.Group, "id", e.cfg.ID, "members", strings.Join(c.Members, ","),
+		"conf_index", c.Index, "committed", c.Committed, "reason", c.Reason)
+	if f := e.cb.OnConfig; f != nil {
+		e.disp.do(func() { f(c) })
+	}
+}

@@ -1,0 +1,234 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/statestore"
+	"github.com/electcore/electcore/transport"
+)
+
+// confRecorder keeps what OnConfig reported.
+type confRecorder struct {
+	mu        sync.Mutex
+	committed [][]string
+}
+
+func (r *confRecorder) onConfig(c ConfigChange) {
+	if c.Committed {
+		r.mu.Lock()
+		r.committed = append(r.committed, c.Members)
+		r.mu.Unlock()
+	}
+}
+
+func (r *confRecorder) last() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.committed) == 0 {
+		return nil
+	}
+	return r.committed[len(r.committed)-1]
+}
+
+// TestMembershipGrowShrink: three agents (native and wasm mixed) grow to
+// five — two agents started with AwaitConfig, added one at a time, once
+// through a follower and once through the leader — and shrink back to three,
+// removing the leader on the way; every agent, the removed ones included,
+// ends with the same committed configuration, and the removed ones are
+// non-voters. Each agent's state is in a file store: a restart with the old
+// flags comes back with the configuration it persisted.
+func TestMembershipGrowShrink(t *testing.T) {
+	ctx := context.Background()
+	bus := transport.NewMemBus(transport.MemOptions{Seed: 3, DelayMin: time.Millisecond, DelayMax: 3 * time.Millisecond})
+	defer bus.Close()
+	rt := testRuntime(t)
+	founders := []string{"a", "b", "c"}
+	type member struct {
+		*testAgent
+		conf  *confRecorder
+		store *statestore.Store
+		dir   string
+	}
+	all := map[string]*member{}
+	var tas []*testAgent
+	start := func(i int, id string, await bool) *member {
+		t.Helper()
+		m := all[id]
+		if m == nil {
+			m = &member{testAgent: &testAgent{id: id, tr: bus.Transport(id)}, dir: t.TempDir()}
+			all[id] = m
+			tas = append(tas, m.testAgent)
+		}
+		m.rec = &recorder{id: id, leading: map[uint64]bool{}}
+		m.conf = &confRecorder{}
+		var err error
+		if m.store, err = statestore.Open(m.dir); err != nil {
+			t.Fatal(err)
+		}
+		cfg := AgentConfig{Transport: m.tr, Store: m.store, Logger: discardLogger()}
+		if i%2 == 0 {
+			m.ag, err = NewNativeAgent(ctx, cfg)
+		} else {
+			m.ag, err = rt.NewAgent(ctx, cfg)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := fastConfig(id, "g", founders)
+		c.AwaitConfig = await
+		cb := m.rec.callbacks()
+		cb.OnConfig = m.conf.onConfig
+		if m.el, err = m.ag.Join(ctx, c, cb); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	defer func() {
+		for _, m := range all {
+			m.ag.Close(ctx)
+			m.store.Close()
+		}
+	}()
+	for i, id := range founders {
+		start(i, id, false)
+	}
+	start(3, "d", true)
+	start(4, "e", true)
+	if st := all["d"].el.Status(); st.Voter {
+		t.Fatalf("d, waiting to be added, is a voter: %+v", st)
+	}
+	leader := waitLeader(t, tas, nil, "")
+	var follower *testAgent
+	for _, id := range founders {
+		if id != leader.id {
+			follower = all[id].testAgent
+			break
+		}
+	}
+
+	change := func(via *testAgent, add bool, id string) {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		t0 := time.Now()
+		var err error
+		if add {
+			err = via.el.AddMember(cctx, id, nil)
+		} else {
+			err = via.el.RemoveMember(cctx, id)
+		}
+		if err != nil {
+			t.Fatalf("change %s (add %v) via %s: %v", id, add, via.id, err)
+		}
+		st := via.el.Status()
+		t.Logf("add=%v %s via %s: committed in %v, configuration %v index %d", add, id, via.id, time.Since(t0).Round(time.Millisecond), memberIDs(st), st.ConfIndex)
+	}
+	change(follower, true, "d") // forwarded to the leader
+	change(waitLeader(t, tas, nil, ""), true, "e")
+	if st := all["d"].el.Status(); !st.Voter || len(st.Members) != 5 {
+		t.Fatalf("d after its addition: %+v", st)
+	}
+	// Asking again for a change already made returns at once.
+	if err := follower.el.AddMember(ctx, "d", nil); err != nil {
+		t.Fatalf("adding d again: %v", err)
+	}
+
+	// Remove the leader (through itself: it hands off first), then another.
+	leader = waitLeader(t, tas, nil, "")
+	removed := []string{leader.id}
+	change(leader, false, leader.id)
+	next := waitLeader(t, tas, map[string]bool{leader.id: true}, leader.id)
+	var other string
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		if id != next.id && id != leader.id {
+			other = id
+			break
+		}
+	}
+	removed = append(removed, other)
+	change(all["d"].testAgent, false, other)
+
+	want := []string{"a", "b", "c", "d", "e"}
+	want = slices.DeleteFunc(want, func(id string) bool { return slices.Contains(removed, id) })
+	deadline := time.Now().Add(10 * time.Second)
+	for id, m := range all {
+		for {
+			st := m.el.Status()
+			if st.ConfCommitted && slices.Equal(memberIDs(st), want) && slices.Equal(m.conf.last(), want) {
+				if st.Voter == slices.Contains(removed, id) {
+					t.Fatalf("%s: voter %v, removed %v", id, st.Voter, removed)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: status %v committed %v, last OnConfig %v; want %v committed", id, memberIDs(st), st.ConfCommitted, m.conf.last(), want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if l := waitLeader(t, tas, map[string]bool{removed[0]: true, removed[1]: true}, ""); slices.Contains(removed, l.id) {
+		t.Fatalf("removed member %s leads", l.id)
+	}
+
+	// A restart with the founders' flags comes back with the persisted
+	// configuration.
+	r := all[want[0]]
+	if err := r.ag.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.store.Close()
+	start(0, r.id, false)
+	if st := r.el.Status(); !slices.Equal(memberIDs(st), want) || st.ConfIndex == 0 {
+		t.Fatalf("%s restarted with configuration %v (index %d), want the persisted %v", r.id, memberIDs(st), st.ConfIndex, want)
+	}
+}
+
+// TestMembershipRefusals: a request the core refuses fails at once with
+// ErrRefused (matched by request id), and a change that cannot commit ends
+// with ctx.
+func TestMembershipRefusals(t *testing.T) {
+	bus := transport.NewMemBus(transport.MemOptions{})
+	defer bus.Close()
+	tas := startAgents(t, bus, []string{"a", "b", "c"}, "g")
+	leader := waitLeader(t, tas, nil, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name, id string
+		key      []byte
+		want     string
+	}{
+		{"key without ed25519", "x", make([]byte, 32), "a key is only for groups that use ed25519"},
+		{"bad id", "", nil, "member"},
+	} {
+		err := leader.el.AddMember(ctx, tc.id, tc.key)
+		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrRefused saying %q", tc.name, err, tc.want)
+		}
+	}
+	if err := leader.el.RemoveMember(ctx, "nobody"); err != nil {
+		t.Errorf("removing a non-member is already done: %v", err)
+	}
+	// A leader cut off from the others cannot commit a change.
+	bus.Partition([]string{leader.id}, without([]string{"a", "b", "c"}, leader.id))
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelShort()
+	err := leader.el.AddMember(short, "z", nil)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrRefused) {
+		t.Fatalf("add without a quorum: %v, want a deadline", err)
+	}
+	t.Logf("%v", err)
+
+	bully := startAgentsOn(t, func(id string) transport.Transport { return bus.Transport("bully-" + id) }, []string{"p"},
+		core.Config{Group: "b", Mode: core.ModeBully, HeartbeatMs: 20, ElectionTimeoutMs: 100})
+	if err := bully[0].el.AddMember(ctx, "q", nil); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "bully") {
+		t.Fatalf("bully add: %v", err)
+	}
+}
