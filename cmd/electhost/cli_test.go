@@ -35,6 +35,8 @@ func TestCLIErrors(t *testing.T) {
 	tmp := t.TempDir()
 	aFile := filepath.Join(tmp, "file")
 	os.WriteFile(aFile, []byte("x"), 0o644)
+	privFile := filepath.Join(tmp, "priv.pem")
+	os.WriteFile(privFile, []byte("-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA==\n-----END PRIVATE KEY-----\n"), 0o600)
 	natsURL, _ := natstest.Start(t)
 	deadPort := "nats://127.0.0.1:1"
 	quick := []string{"--heartbeat", "100ms", "--election-timeout", "600ms"}
@@ -70,6 +72,15 @@ func TestCLIErrors(t *testing.T) {
 		{"sim bad seeds", []string{"sim", "--seeds", "0"}, exitUsage, "--seeds"},
 		{"demo too few agents", []string{"demo", "--agents", "2"}, exitUsage, "--agents"},
 		{"broker bad listen", []string{"broker", "--listen", "nowhere"}, exitUsage, "--listen"},
+		{"join in bully mode", []string{"run", "--group", "g", "--mode", "bully", "--join"}, exitUsage, "--join is for quorum mode"},
+		{"join without members", []string{"run", "--group", "g", "--id", "d", "--join"}, exitUsage, "--join needs --members"},
+		{"members without a subcommand's ID", []string{"members", "add", "--group", "g"}, exitUsage, "accepts 1 arg"},
+		{"members bad id", []string{"members", "add", "a b", "--group", "g"}, exitUsage, "member"},
+		{"members without group", []string{"members", "remove", "x"}, exitUsage, "--group is required"},
+		{"members bad timeout", []string{"members", "add", "x", "--group", "g", "--timeout", "0s"}, exitUsage, "--timeout"},
+		{"members bad key", []string{"members", "add", "x", "--group", "g", "--key", "not-a-key"}, exitUsage, "--key not-a-key"},
+		{"members private key", []string{"members", "add", "x", "--group", "g", "--key", privFile}, exitUsage, "is a private key"},
+		{"members no agent", []string{"members", "list", "--group", "g", "--state-dir", filepath.Join(tmp, "s6")}, exitConfig, "no electhost run agent answers"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

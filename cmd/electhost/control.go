@@ -12,9 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/electcore/electcore/core"
@@ -56,7 +54,6 @@ type resignReply struct {
 // controller carries out resign and transfer requests for one election.
 type controller struct {
 	group, id string
-	members   []string
 	et        time.Duration
 	el        func() *host.Election
 	st        *agentState
@@ -72,12 +69,9 @@ func (c *controller) resign(ctx context.Context, req resignRequest) (resignReply
 		rep.Error = fmt.Sprintf(format, args...)
 		return rep, code
 	}
-	if req.Group != c.group {
-		return fail(http.StatusNotFound, "this agent (--id %s) runs group %q, not %q", c.id, c.group, req.Group)
-	}
-	el := c.el()
+	el, code, why := c.election(req.Group)
 	if el == nil {
-		return fail(http.StatusServiceUnavailable, "the agent has not joined %s yet; try again", c.group)
+		return fail(code, "%s", why)
 	}
 	cs := el.Status()
 	if cs.Role != core.RoleLeader {
@@ -89,8 +83,8 @@ func (c *controller) resign(ctx context.Context, req resignRequest) (resignReply
 	if req.To == c.id {
 		return fail(http.StatusConflict, "--to %s is this agent, which already leads %s", req.To, c.group)
 	}
-	if req.To != "" && len(c.members) > 0 && !slices.Contains(c.members, req.To) {
-		return fail(http.StatusBadRequest, "--to %s is not a member of %s (members: %s)", req.To, c.group, strings.Join(c.members, ","))
+	if req.To != "" && len(cs.Members) > 0 && !inConfig(cs, req.To) {
+		return fail(http.StatusBadRequest, "--to %s is not a member of %s (members: %s)", req.To, c.group, strings.Join(configOf(cs).Members, ","))
 	}
 	rep.Term = cs.Term
 	var err error
@@ -115,6 +109,19 @@ func (c *controller) resign(ctx context.Context, req resignRequest) (resignReply
 	}
 	rep.OK = true
 	return rep, http.StatusOK
+}
+
+// election is this agent's election of group, or nil with the HTTP status
+// and the reason.
+func (c *controller) election(group string) (*host.Election, int, string) {
+	if group != c.group {
+		return nil, http.StatusNotFound, fmt.Sprintf("this agent (--id %s) runs group %q, not %q", c.id, c.group, group)
+	}
+	el := c.el()
+	if el == nil {
+		return nil, http.StatusServiceUnavailable, fmt.Sprintf("the agent has not joined %s yet; try again", c.group)
+	}
+	return el, 0, ""
 }
 
 // handler serves POST /resign (JSON body or ?group=&to= query). With
@@ -205,24 +212,14 @@ a member, ...); 2 bad flags; 3 no agent runs with that state directory.`,
 				return err
 			}
 			sock := filepath.Join(stateDir, controlSocketName)
-			client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", sock)
-			}}}
 			body, _ := json.Marshal(resignRequest{Group: group, To: to})
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://electhost/resign", strings.NewReader(string(body)))
 			req.Header.Set("Content-Type", "application/json")
-			resp, err := client.Do(req)
+			resp, err := controlClient(sock).Do(req)
 			if err != nil {
-				if errors.Is(err, os.ErrPermission) {
-					return configErrorf("control socket %s: permission denied: only the agent's own user can make it resign", sock)
-				}
-				if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-					return configErrorf("no electhost run agent answers at %s (is it running with --id %s? give --id or --state-dir as it was started)", sock, id)
-				}
-				return configErrorf("control socket %s: %v", sock, err)
+				return controlError(err, sock, id, "make it resign")
 			}
 			defer resp.Body.Close()
 			var rep resignReply

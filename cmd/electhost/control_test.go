@@ -14,11 +14,11 @@ import (
 func TestReadiness(t *testing.T) {
 	const et = 600
 	follower := func(lastHeard int64) core.Status {
-		return core.Status{ID: "a", Mode: core.ModeQuorum, Role: core.RolePreCandidate, Leader: "b", Term: 3,
+		return core.Status{ID: "a", Mode: core.ModeQuorum, Voter: true, Role: core.RolePreCandidate, Leader: "b", Term: 3,
 			Members: []core.MemberStatus{{ID: "a"}, {ID: "b", LastHeard: lastHeard}}}
 	}
 	leader := func(leaseUntil int64) core.Status {
-		return core.Status{ID: "a", Mode: core.ModeQuorum, Role: core.RoleLeader, Leader: "a", Term: 3, LeaseUntil: leaseUntil}
+		return core.Status{ID: "a", Mode: core.ModeQuorum, Voter: true, Role: core.RoleLeader, Leader: "a", Term: 3, LeaseUntil: leaseUntil}
 	}
 	for _, c := range []struct {
 		name  string
@@ -29,7 +29,8 @@ func TestReadiness(t *testing.T) {
 		{"leader heard", follower(10_000 - 100), true, "heard 100ms ago"},
 		{"leader silent past the election timeout", follower(10_000 - et - 1), false, "over the election timeout"},
 		{"leader never heard", follower(0), false, "never heard"},
-		{"no leader", core.Status{ID: "a", Mode: core.ModeQuorum}, false, "no leader known"},
+		{"no leader", core.Status{ID: "a", Mode: core.ModeQuorum, Voter: true}, false, "no leader known"},
+		{"outside the configuration, leader heard", func() core.Status { s := follower(10_000 - 100); s.Voter = false; return s }(), false, "not in the configuration"},
 		{"leading with a lease", leader(10_001), true, "leads term 3"},
 		{"leading, lease over", leader(10_000), false, "without a current lease"},
 		{"bully leader needs no lease", core.Status{ID: "a", Mode: core.ModeBully, Role: core.RoleLeader, Leader: "a", Term: 3}, true, "leads"},

@@ -95,11 +95,18 @@ func freeAddr(t *testing.T) string {
 // start launches agent id (again, after a kill: same state directory).
 func (c *cluster) start(id string) *agentProc {
 	c.t.Helper()
+	return c.startWith(id, c.ids)
+}
+
+// startWith launches agent id with --members members and extra run flags.
+func (c *cluster) startWith(id string, members []string, extra ...string) *agentProc {
+	c.t.Helper()
 	p := &agentProc{id: id, httpAddr: freeAddr(c.t), logPath: filepath.Join(c.root, id+".log"), done: make(chan struct{})}
-	args := []string{"run", "--group", c.group, "--id", id, "--members", strings.Join(c.ids, ","),
+	args := []string{"run", "--group", c.group, "--id", id, "--members", strings.Join(members, ","),
 		"--heartbeat", c.hb.String(), "--election-timeout", c.et.String(),
 		"--state-dir", filepath.Join(c.root, "state-"+id), "--http", p.httpAddr, "--json", "--log-level", "debug"}
 	args = append(args, c.transport...)
+	args = append(args, extra...)
 	args = append(args, "--", os.Args[0])
 	p.cmd = exec.Command(binPath, args...)
 	p.cmd.Env = append(append(os.Environ(), c.env...), c.agentEnv(id)...)

@@ -13,25 +13,31 @@ import (
 
 // statusJSON is the body of GET /status.
 type statusJSON struct {
-	Group            string         `json:"group"`
-	ID               string         `json:"id"`
-	Mode             string         `json:"mode"`
-	Role             string         `json:"role"`
-	Leader           string         `json:"leader"`
-	Term             uint64         `json:"term"`
-	Vote             string         `json:"vote,omitempty"`
-	Priority         uint32         `json:"priority"`
-	LeaseRemainingMs int64          `json:"lease_remaining_ms"` // > 0 while this leader holds a lease
-	Members          []memberJSON   `json:"members"`
-	Elections        uint64         `json:"elections"`
-	Received         uint64         `json:"received"`
-	Rejected         uint64         `json:"rejected"`
-	Auth             *authJSON      `json:"auth,omitempty"` // with --auth: the refusals by reason (all in rejected)
-	LeaderCommand    *leaderCmdJSON `json:"leader_command,omitempty"`
-	Ready            bool           `json:"ready"`         // what /readyz answers
-	ReadyReason      string         `json:"ready_reason"`  // why (or why not)
-	DuplicateIDs     uint64         `json:"duplicate_ids"` // reports of an id spoken by two processes
-	LastDuplicateID  string         `json:"last_duplicate_id,omitempty"`
+	Group            string       `json:"group"`
+	ID               string       `json:"id"`
+	Mode             string       `json:"mode"`
+	Role             string       `json:"role"`
+	Leader           string       `json:"leader"`
+	Term             uint64       `json:"term"`
+	Vote             string       `json:"vote,omitempty"`
+	Priority         uint32       `json:"priority"`
+	LeaseRemainingMs int64        `json:"lease_remaining_ms"` // > 0 while this leader holds a lease
+	Members          []memberJSON `json:"members"`
+	// The configuration (quorum mode): its version, whether it is known to
+	// be committed, and whether this agent is in it (a voter).
+	ConfTerm        uint64         `json:"conf_term"`
+	ConfIndex       uint64         `json:"conf_index"`
+	ConfCommitted   bool           `json:"conf_committed"`
+	Voter           bool           `json:"voter"`
+	Elections       uint64         `json:"elections"`
+	Received        uint64         `json:"received"`
+	Rejected        uint64         `json:"rejected"`
+	Auth            *authJSON      `json:"auth,omitempty"` // with --auth: the refusals by reason (all in rejected)
+	LeaderCommand   *leaderCmdJSON `json:"leader_command,omitempty"`
+	Ready           bool           `json:"ready"`         // what /readyz answers
+	ReadyReason     string         `json:"ready_reason"`  // why (or why not)
+	DuplicateIDs    uint64         `json:"duplicate_ids"` // reports of an id spoken by two processes
+	LastDuplicateID string         `json:"last_duplicate_id,omitempty"`
 }
 
 type authJSON struct {
@@ -59,7 +65,8 @@ func toStatusJSON(cs core.Status, now int64, lead *leadership) statusJSON {
 		Group: cs.Group, ID: cs.ID, Mode: string(cs.Mode), Role: cs.Role.String(), Leader: cs.Leader,
 		Term: cs.Term, Vote: cs.Vote, Priority: cs.Priority,
 		Elections: cs.Elections, Received: cs.Received, Rejected: cs.Rejected,
-		Members: make([]memberJSON, 0, len(cs.Members)),
+		Members:  make([]memberJSON, 0, len(cs.Members)),
+		ConfTerm: cs.ConfTerm, ConfIndex: cs.ConfIndex, ConfCommitted: cs.ConfCommitted, Voter: cs.Voter,
 	}
 	if cs.Auth != "" && cs.Auth != core.AuthOff {
 		s.Auth = &authJSON{Mode: string(cs.Auth), Epoch: cs.Epoch, Unsigned: cs.Unsigned, Forged: cs.Forged, Replayed: cs.Replayed}
@@ -86,9 +93,13 @@ func toStatusJSON(cs core.Status, now int64, lead *leadership) statusJSON {
 // in quorum mode its lease must be running (bully has none). Another member
 // leading: it must have been heard within the election timeout, the silence
 // after which a follower stops trusting it and campaigns. A leader merely
-// remembered (a broker outage, a pre-candidate) is not ready.
+// remembered (a broker outage, a pre-candidate) is not ready. In quorum mode
+// an agent outside the configuration (started with --join and not yet
+// added, or removed) is not ready either: it takes no part in the group.
 func readiness(cs core.Status, now int64, electionTimeoutMs int64) (bool, string) {
 	switch {
+	case cs.Mode == core.ModeQuorum && !cs.Voter:
+		return false, "not in the configuration (waiting to be added, or removed): a non-voter"
 	case cs.Leader == "":
 		return false, "no leader known"
 	case cs.Leader == cs.ID && cs.Role == core.RoleLeader:

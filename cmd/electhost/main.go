@@ -30,6 +30,9 @@ const (
 	// so that a supervisor can be told not to restart it (systemd:
 	// RestartPreventExitStatus=5): restarting brings the duplicate back.
 	exitDuplicateID = 5
+	// exitTimeout: electhost members add/remove did not see the change
+	// committed in time; it may still commit.
+	exitTimeout = 6
 )
 
 // exitError carries an exit code with the error that caused it.
@@ -153,6 +156,7 @@ command, flag, default and exit code: cmd/electhost/README.md.`,
 		newVersionCmd(),
 		newKeygenCmd(),
 		newResignCmd(),
+		newMembersCmd(),
 		newResetStateCmd(),
 	)
 	for _, c := range root.Commands() {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,7 @@ type runOptions struct {
 	logLevel        string
 	cmdArgs         []string
 	once            bool
+	join            bool      // wait to be added (core.Config.AwaitConfig)
 	auth            authFlags // keygen.go
 
 	// derived
@@ -124,6 +126,7 @@ Every flag, default and exit code: cmd/electhost/README.md.`,
 	f.DurationVar(&o.electionTimeout, "election-timeout", 0, "time without a leader before campaigning (default max(2s, 3×heartbeat))")
 	f.DurationVar(&o.lease, "lease", 0, "quorum leader lease (default: the longest safe lease, minus --grace+50ms when a command is given)")
 	f.DurationVar(&o.grace, "grace", 0, "SIGTERM→SIGKILL grace for the leader-only command (default election-timeout/4)")
+	f.BoolVar(&o.join, "join", false, "quorum mode: start outside the configuration and wait to be added (electhost members add ID at any member); --members are the members to learn it from")
 	f.BoolVar(&o.once, "once", false, "run CMD once when leading, then resign and exit with its exit code (like consul lock)")
 	f.BoolVar(&o.jsonLogs, "json", false, "log JSON lines (slog JSONHandler) on stderr")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -279,8 +282,14 @@ func (o *runOptions) complete(cmd *cobra.Command) error {
 			members = append(members, m)
 		}
 	}
+	if o.join && mode != core.ModeQuorum {
+		return usageErrorf("--join is for quorum mode: in bully mode an agent joins by running")
+	}
+	if o.join && len(members) == 0 && o.auth.membersFile == "" {
+		return usageErrorf("--join needs --members: the group's current members, from which this agent learns the configuration")
+	}
 	o.cfg = core.Config{
-		ID: o.id, Group: o.group, Priority: o.priority, Mode: mode, Members: members,
+		ID: o.id, Group: o.group, Priority: o.priority, Mode: mode, Members: members, AwaitConfig: o.join,
 		HeartbeatMs: tm.heartbeatMs, ElectionTimeoutMs: tm.electionTimeoutMs, LeaseMs: tm.leaseMs,
 	}
 	if len(o.cmdArgs) > 0 {
@@ -309,6 +318,7 @@ type agentState struct {
 	leader     string // the last leader reported (OnNewLeader: never "")
 	term       uint64
 	duplicates uint64 // duplicate-id reports (this agent's id or a member's)
+	inConfig   bool   // in the last committed configuration (quorum mode)
 	lastDup    string // the last report's reason
 }
 
@@ -428,6 +438,23 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 				logger.Info("leader", "leader", leader, "term", term)
 			}
 		},
+		OnConfig: func(c host.ConfigChange) { // the host logs every change
+			if !c.Committed || o.cfg.Mode != core.ModeQuorum {
+				return
+			}
+			in := slices.Contains(c.Members, o.id)
+			st.mu.Lock()
+			was := st.inConfig
+			st.inConfig = in
+			st.mu.Unlock()
+			switch {
+			case in && !was:
+				logger.Info("added to the configuration: this agent is a voting member now", "members", strings.Join(c.Members, ","), "conf_index", c.Index)
+			case !in && was:
+				logger.Warn("removed from the configuration: this agent keeps running as a non-voter; it never campaigns or leads, so the leader-only command will not run here (stop it, or add it back with electhost members add)",
+					"members", strings.Join(c.Members, ","), "conf_index", c.Index)
+			}
+		},
 		OnDuplicateID: func(id, reason string) { // the host logs the reason
 			st.mu.Lock()
 			st.duplicates++
@@ -452,6 +479,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 			cs := e.Status()
 			s.Elections, s.Term = cs.Elections, cs.Term
 			s.IsLeader = cs.Role == core.RoleLeader
+			s.ConfIndex, s.ConfMembers, s.ConfCommitted, s.Voter = cs.ConfIndex, len(cs.Members), cs.ConfCommitted, cs.Voter
 		}
 		if sup != nil {
 			ss := sup.Stats()
@@ -479,13 +507,23 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		}
 		return configErrorf("join %s: %s", o.group, configInFlags(userWords(err.Error())))
 	}
+	cs := el.Status()
 	st.mu.Lock()
 	st.joined = true
+	st.inConfig = cs.Voter
 	st.mu.Unlock()
+	if o.cfg.Mode == core.ModeQuorum && !cs.Voter {
+		why := "removed from the configuration it persisted"
+		if o.join && cs.ConfIndex == 0 {
+			why = "started with --join"
+		}
+		logger.Warn("not in the configuration ("+why+"): a non-voter that never campaigns or leads, so the leader-only command will not run here, until a member adds it (electhost members add "+o.id+" at any member)",
+			"members", strings.Join(configOf(cs).Members, ","), "conf_index", cs.ConfIndex)
+	}
 	logger.Info("running", "mode", o.cfg.Mode, "transport", o.tf.kind, "broker", o.tf.broker, "state_dir", o.stateDir,
 		"heartbeat", o.heartbeat, "members", strings.Join(o.cfg.Members, ","), "once", o.once)
 
-	ctl := &controller{group: o.group, id: o.id, members: o.cfg.Members, et: time.Duration(o.cfg.ElectionTimeoutMs) * time.Millisecond,
+	ctl := &controller{group: o.group, id: o.id, et: time.Duration(o.cfg.ElectionTimeoutMs) * time.Millisecond,
 		el: func() *host.Election { return elp.Load() }, st: st}
 	ctlLn, token, cerr := listenControl(o.stateDir)
 	ctl.token = token
@@ -496,6 +534,8 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	if ctlLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle("POST /resign", ctl.handler(false))
+		mux.Handle("GET /members", ctl.membersHandler())
+		mux.Handle("POST /members", ctl.membersHandler())
 		ctlSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go ctlSrv.Serve(ctlLn)
 	}

@@ -31,6 +31,12 @@ type Snapshot struct {
 	DuplicateIDs uint64 // reports of an id spoken by two processes (this agent's or a member's)
 	CmdStarts    uint64 // leader-only command starts
 	CmdKills     uint64 // leader-only command stops that needed SIGKILL
+	// Quorum mode's configuration: its index, its size, whether it is known
+	// to be committed, and whether this agent is in it.
+	ConfIndex     uint64
+	ConfMembers   int
+	ConfCommitted bool
+	Voter         bool
 }
 
 // FailoverBuckets are the failover histogram's upper bounds, in seconds:
@@ -121,6 +127,10 @@ func newSnapshotCollector(labels prometheus.Labels, source func() Snapshot) *sna
 		{d("duplicate_ids_total", "Reports of an agent id spoken by two processes at once (this agent's or a member's): two agents share an id."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.DuplicateIDs) }},
 		{d("leader_command_starts_total", "Starts of the leader-only command."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.CmdStarts) }},
 		{d("leader_command_kills_total", "Stops of the leader-only command that needed SIGKILL."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.CmdKills) }},
+		{d("config_index", "Index of the configuration (member set) this agent holds; grows with every change and every new leader."), prometheus.GaugeValue, func(s Snapshot) float64 { return float64(s.ConfIndex) }},
+		{d("config_members", "Members in the configuration this agent holds."), prometheus.GaugeValue, func(s Snapshot) float64 { return float64(s.ConfMembers) }},
+		{d("config_committed", "1 when the configuration this agent holds is known to be committed, else 0 (a change in flight)."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.ConfCommitted) }},
+		{d("voter", "1 while this agent is in the configuration (votes, may lead), 0 when waiting to be added or removed."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.Voter) }},
 	}}
 }
 

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/electcore/electcore/transport/natstest"
+)
+
+// TestE2EMembersGrowShrink (issue 13): a 3-agent group grows to 5 — two
+// agents started with --join, added one at a time through `electhost
+// members add` at a follower and at the leader — and shrinks back to 3 —
+// the leader removed through its own agent (it hands off first), then a
+// follower — while the leader-only command runs. The command never runs
+// twice at once, and every agent, the two removed ones included, ends with
+// the same committed configuration; the removed ones are non-voters, not
+// ready, and say so in their logs.
+func TestE2EMembersGrowShrink(t *testing.T) {
+	url, _ := natstest.Start(t)
+	hb, et := 100*time.Millisecond, 600*time.Millisecond
+	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil, hb, et, 20*time.Millisecond)
+	founders := slices.Clone(c.ids)
+	for _, id := range founders {
+		c.start(id)
+	}
+	leader, term, took := c.waitAgreement("", 1, 20*time.Second)
+	t.Logf("first election: %s leads term %d after %v", leader, term, took.Round(time.Millisecond))
+	c.waitCommand(leader, term, 5*time.Second)
+
+	stateDir := func(id string) string { return filepath.Join(c.root, "state-"+id) }
+	members := func(op, id, via string, extra ...string) (int, string, string, time.Duration) {
+		t.Helper()
+		t0 := time.Now()
+		args := append([]string{"members", op, id, "--group", c.group, "--state-dir", stateDir(via), "--timeout", "20s"}, extra...)
+		code, stdout, stderr := runCLI(t, time.Minute, nil, args...)
+		return code, stdout, stderr, time.Since(t0)
+	}
+	change := func(op, id, via string) {
+		t.Helper()
+		code, stdout, stderr, took := members(op, id, via)
+		if code != 0 {
+			t.Fatalf("members %s %s via %s: exit %d\nstdout: %s\nstderr: %s", op, id, via, code, stdout, stderr)
+		}
+		t.Logf("members %s %s via %s: %v, process start included (%s)", op, id, via, took.Round(time.Millisecond), strings.TrimSpace(stdout))
+	}
+	follower := func(leader string) string {
+		for _, id := range c.ids {
+			if p := c.proc(id); id != leader && p.alive() {
+				if s, err := p.status(); err == nil && s.Voter {
+					return id
+				}
+			}
+		}
+		t.Fatal("no follower")
+		return ""
+	}
+
+	// Grow: a4 and a5 start outside the configuration.
+	for _, id := range []string{"a4", "a5"} {
+		c.startWith(id, founders, "--join")
+		c.ids = append(c.ids, id)
+	}
+	waitFor(t, 20*time.Second, "a4 and a5 up, outside the configuration", func() (bool, string) {
+		for _, id := range []string{"a4", "a5"} {
+			code, body, err := c.proc(id).get("/readyz")
+			if err != nil || code != 503 || !strings.Contains(body, "not in the configuration") {
+				return false, id + ": /readyz " + body
+			}
+		}
+		return true, ""
+	})
+	if code, _, stderr, _ := members("add", "a4", leader, "--key", "AAAA"); code != exitUsage || !strings.Contains(stderr, "--key") {
+		t.Fatalf("members add --key in a group without auth: exit %d, want 2\n%s", code, stderr)
+	}
+	change("add", "a4", follower(leader)) // forwarded to the leader
+	leader, _, _ = c.waitAgreement("", 1, 10*time.Second)
+	change("add", "a5", leader)
+	c.sameConfiguration([]string{"a1", "a2", "a3", "a4", "a5"}, nil)
+	code, out, stderr := runCLI(t, 30*time.Second, nil, "members", "list", "--group", c.group, "--state-dir", stateDir("a5"), "--json")
+	var list membersReply
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list.Members) != 5 || !list.Voter || !list.Committed {
+		t.Fatalf("members list --json at a5: exit %d %+v\n%s\n%s", code, list, out, stderr)
+	}
+	if _, body, err := c.proc("a5").get("/metrics"); err != nil || !strings.Contains(body, `electcore_voter{group="e2e",id="a5"} 1`) ||
+		!strings.Contains(body, `electcore_config_members{group="e2e",id="a5"} 5`) {
+		t.Fatalf("/metrics of a5: %v\n%s", err, body)
+	}
+
+	// Shrink: remove the leader through its own agent, then a follower
+	// through a third agent.
+	leader, term, _ = c.waitAgreement("", 1, 10*time.Second)
+	removed := []string{leader}
+	change("remove", leader, leader)
+	next, nextTerm, _ := c.waitAgreement(leader, term+1, 10*time.Second)
+	c.waitCommand(next, nextTerm, 5*time.Second)
+	other := follower(next)
+	removed = append(removed, other)
+	var via string // a voter neither leading nor removed
+	for _, id := range c.ids {
+		if id != next && !slices.Contains(removed, id) {
+			via = id
+			break
+		}
+	}
+	change("remove", other, via)
+	var want []string
+	for _, id := range c.ids {
+		if !slices.Contains(removed, id) {
+			want = append(want, id)
+		}
+	}
+	c.sameConfiguration(want, removed)
+	for _, id := range removed {
+		if b, _ := os.ReadFile(c.proc(id).logPath); !strings.Contains(string(b), "removed from the configuration") {
+			t.Errorf("%s's log does not say it was removed", id)
+		}
+	}
+	final, finalTerm, _ := c.waitAgreement("", 1, 10*time.Second)
+	if slices.Contains(removed, final) {
+		t.Fatalf("removed agent %s leads", final)
+	}
+	c.waitCommand(final, finalTerm, 5*time.Second)
+
+	c.stopAll()
+	c.checkCommandLog()
+}
+
+// sameConfiguration waits until every agent holds want, committed, with one
+// configuration index; removed agents are non-voters and not ready.
+func (c *cluster) sameConfiguration(want, removed []string) {
+	c.t.Helper()
+	waitFor(c.t, 10*time.Second, "every agent holds "+strings.Join(want, ",")+" committed", func() (bool, string) {
+		var index uint64
+		var views []string
+		ok := true
+		for _, id := range c.ids {
+			s, err := c.proc(id).status()
+			if err != nil {
+				return false, id + ": " + err.Error()
+			}
+			ids := make([]string, len(s.Members))
+			for i, m := range s.Members {
+				ids[i] = m.ID
+			}
+			views = append(views, fmt.Sprintf("%s: %s index %d committed %v voter %v", id, strings.Join(ids, ","), s.ConfIndex, s.ConfCommitted, s.Voter))
+			if !slices.Equal(ids, want) || !s.ConfCommitted || s.Voter == slices.Contains(removed, id) || (index != 0 && s.ConfIndex != index) {
+				ok = false
+			}
+			index = s.ConfIndex
+		}
+		return ok, strings.Join(views, "; ")
+	})
+	for _, id := range removed {
+		if code, body, err := c.proc(id).get("/readyz"); err != nil || code != 503 {
+			c.t.Errorf("/readyz of removed %s: %d %v %s", id, code, err, body)
+		}
+	}
+}
+
+// waitFor polls cond until it holds, failing the test with its last view
+// after within.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, view := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s (%s)", within, what, view)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
