@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,7 +21,8 @@ import (
 // follower — while the leader-only command runs. The command never runs
 // twice at once, and every agent, the two removed ones included, ends with
 // the same committed configuration; the removed ones are non-voters, not
-// ready, and say so in their logs.
+// ready, and say so in their logs; one restarted with its old flags keeps
+// the configuration it persisted.
 func TestE2EMembersGrowShrink(t *testing.T) {
 	url, _ := natstest.Start(t)
 	hb, et := 100*time.Millisecond, 600*time.Millisecond
@@ -121,6 +123,14 @@ func TestE2EMembersGrowShrink(t *testing.T) {
 			t.Errorf("%s's log does not say it was removed", id)
 		}
 	}
+	// A removed agent restarted with flags that list it comes back with
+	// the configuration it persisted: still outside, still a non-voter.
+	c.signal(removed[0], syscall.SIGTERM)
+	if code := c.waitExit(removed[0], 15*time.Second); code != 0 {
+		t.Fatalf("%s exited %d after SIGTERM", removed[0], code)
+	}
+	c.startWith(removed[0], founders)
+	c.sameConfiguration(want, removed)
 	final, finalTerm, _ := c.waitAgreement("", 1, 10*time.Second)
 	if slices.Contains(removed, final) {
 		t.Fatalf("removed agent %s leads", final)
