@@ -10,8 +10,10 @@ package main
 // functions no longer loads unchanged in an Extism SDK (see ABI.md).
 
 import (
+	"encoding/base64"
 	"fmt"
 	"runtime"
+	"strings"
 	"unsafe"
 
 	"github.com/electcore/electcore/core"
@@ -167,8 +169,12 @@ func hdDeliver(topicLen, payloadLen uint32) int64 {
 }
 
 // hd_command applies a command (kind: 1 campaign, 2 resign, 3 transfer,
-// 4 leave): the input buffer holds the group name (group_len bytes) followed
-// by the transfer target (target_len bytes, 0 unless kind is 3).
+// 4 leave, 5 add-member, 6 remove-member): the input buffer holds the group
+// name (group_len bytes) followed by the target (target_len bytes: the
+// transfer target or the member to add or remove, else 0 bytes). For
+// add-member in a group that uses ed25519 the target is "ID KEY": the
+// member, one space, and its public key in base64 (standard or URL
+// alphabet, padded or not); member ids never contain a space.
 //
 //go:wasmexport hd_command
 func hdCommand(kind, groupLen, targetLen uint32) int64 {
@@ -177,7 +183,15 @@ func hdCommand(kind, groupLen, targetLen uint32) int64 {
 		if err != nil {
 			return err
 		}
-		in.Commands = append(in.Commands, core.Command{Kind: core.CommandKind(kind), Group: string(gb), Target: string(tb)})
+		c := core.Command{Kind: core.CommandKind(kind), Group: string(gb), Target: string(tb)}
+		if id, key, ok := strings.Cut(c.Target, " "); ok && c.Kind == core.CmdAddMember {
+			k := strings.NewReplacer("+", "-", "/", "_").Replace(strings.TrimRight(key, "="))
+			if c.Key, err = base64.RawURLEncoding.DecodeString(k); err != nil {
+				return fail(errDecode, "hd_command: the key of %q is not base64: %v", id, err)
+			}
+			c.Target = id
+		}
+		in.Commands = append(in.Commands, c)
 		return nil
 	})
 }

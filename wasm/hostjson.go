@@ -33,6 +33,10 @@ func appendEvent(b []byte, ev *core.Event) []byte {
 	if ev.Member != "" {
 		b = appendStr(append(b, ','), "member", ev.Member)
 	}
+	if ev.Kind == core.EventConfig {
+		b = appendStrs(append(b, ','), "members", ev.Members)
+		b = appendUint(append(b, ','), "conf_index", ev.ConfIndex)
+	}
 	return append(b, '}')
 }
 
@@ -59,6 +63,10 @@ func appendStatus(b []byte, s *core.Status) []byte {
 		b = append(b, '}')
 	}
 	b = append(b, ']')
+	b = appendUint(append(b, ','), "conf_term", s.ConfTerm)
+	b = appendUint(append(b, ','), "conf_index", s.ConfIndex)
+	b = appendBool(append(b, ','), "conf_committed", s.ConfCommitted)
+	b = appendBool(append(b, ','), "voter", s.Voter)
 	b = appendUint(append(b, ','), "elections", s.Elections)
 	b = appendUint(append(b, ','), "received", s.Received)
 	b = appendUint(append(b, ','), "rejected", s.Rejected)
@@ -76,6 +84,22 @@ func appendKey(b []byte, key string) []byte {
 	return append(b, '"', ':')
 }
 
+func appendBool(b []byte, key string, v bool) []byte {
+	return strconv.AppendBool(appendKey(b, key), v)
+}
+
+// appendStrs writes a JSON array of strings.
+func appendStrs(b []byte, key string, vs []string) []byte {
+	b = append(appendKey(b, key), '[')
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendQuoted(b, v)
+	}
+	return append(b, ']')
+}
+
 func appendUint(b []byte, key string, v uint64) []byte {
 	return strconv.AppendUint(appendKey(b, key), v, 10)
 }
@@ -84,12 +108,16 @@ func appendInt(b []byte, key string, v int64) []byte {
 	return strconv.AppendInt(appendKey(b, key), v, 10)
 }
 
-// appendStr writes a JSON string: quotes, backslashes and control bytes
+// appendStr writes a key and a JSON string: quotes, backslashes and control bytes
 // escaped, invalid UTF-8 (a rejection reason may quote a cut-off input) as
 // U+FFFD.
 func appendStr(b []byte, key, s string) []byte {
+	return appendQuoted(appendKey(b, key), s)
+}
+
+func appendQuoted(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
-	b = append(appendKey(b, key), '"')
+	b = append(b, '"')
 	for i := 0; i < len(s); {
 		c := s[i]
 		switch {

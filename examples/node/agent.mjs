@@ -3,7 +3,7 @@
 // member (it votes, follows and can lead), running electcore.wasm through the
 // Extism JS SDK (or node:wasi with --engine raw). Prints one JSON line per
 // event on stdout; reads commands on stdin (resign, campaign, transfer ID,
-// status, quit). See README.md.
+// add ID [BASE64-KEY], remove ID, status, quit). See README.md.
 //
 //   node agent.mjs --group G --id node1 --members go1,go2,node1 \
 //        --nats nats://127.0.0.1:4222 [--state-dir D] [--priority N] \
@@ -18,7 +18,7 @@ quietWasiWarning();
 
 const usage = `usage: node agent.mjs --group G --id ID --members a,b,c [--nats URL] [--state-dir D]
   [--priority N] [--mode quorum|bully] [--heartbeat-ms 500] [--election-timeout-ms 2000]
-  [--engine extism|raw] [--wasm electcore.wasm] [--verbose]`;
+  [--engine extism|raw] [--wasm electcore.wasm] [--join] [--verbose]`;
 
 let opts;
 try {
@@ -29,7 +29,7 @@ try {
       priority: { type: 'string' }, mode: { type: 'string', default: 'quorum' },
       'heartbeat-ms': { type: 'string' }, 'election-timeout-ms': { type: 'string' },
       engine: { type: 'string', default: 'extism' }, wasm: { type: 'string' },
-      verbose: { type: 'boolean', default: false }, help: { type: 'boolean', default: false },
+      join: { type: 'boolean', default: false }, verbose: { type: 'boolean', default: false }, help: { type: 'boolean', default: false },
     },
   }));
 } catch (e) {
@@ -49,6 +49,7 @@ const config = {
   priority: opts.priority ? Number(opts.priority) : 0,
   heartbeat_ms: opts['heartbeat-ms'] ? Number(opts['heartbeat-ms']) : 0,
   election_timeout_ms: opts['election-timeout-ms'] ? Number(opts['election-timeout-ms']) : 0,
+  await_config: opts.join, // wait to be added: --members are whom it learns the configuration from
 };
 
 let core, nc, store;
@@ -106,17 +107,22 @@ process.on('SIGINT', () => stop(0));
 // Commands on stdin, one per line.
 const rl = readline.createInterface({ input: process.stdin });
 rl.on('line', async (line) => {
-  const [cmd, arg] = line.trim().split(/\s+/);
+  const [cmd, arg, ...rest] = line.trim().split(/\s+/);
   try {
     switch (cmd) {
       case 'resign': case 'campaign': case 'leave':
         await agent.command(cmd, opts.group); emit({ event: 'command', command: cmd }); break;
       case 'transfer':
         await agent.command('transfer', opts.group, arg ?? ''); emit({ event: 'command', command: cmd, to: arg }); break;
+      case 'add': case 'remove': { // add ID [BASE64-KEY], remove ID: done once a config event says committed
+        const key = cmd === 'add' && rest[0] ? new Uint8Array(Buffer.from(rest[0], 'base64')) : undefined;
+        await agent.command(`${cmd}-member`, opts.group, arg ?? '', key); emit({ event: 'command', command: cmd, member: arg }); break;
+      }
       case 'status': {
         const st = await agent.status(opts.group);
         emit({ event: 'status', role: ['follower', 'pre-candidate', 'candidate', 'leader'][st.role] ?? st.role, leader: st.leader,
-          term: st.term, vote: st.vote, priority: st.priority, leading, steps: agent.stats.steps, calls: core.total,
+          term: st.term, vote: st.vote, priority: st.priority, members: (st.members ?? []).map((m) => m.id),
+          conf_index: st.conf_index, conf_committed: st.conf_committed, voter: st.voter, leading, steps: agent.stats.steps, calls: core.total,
           resets: core.resets, reset_every: core.kind === 'extism' ? RESET_EVERY : 0 });
         break;
       }

@@ -3,6 +3,7 @@ package wasmhost
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/electcore/electcore/core"
@@ -11,7 +12,9 @@ import (
 
 // TestHostDriven drives the host-driven build the way a skill runner would:
 // it supplies now/publish/persist/event/log and calls hd_join, hd_deliver and
-// hd_tick; three such nodes elect one leader, persisting before publishing.
+// hd_tick; three such nodes elect one leader, persisting before publishing,
+// then add a fourth member with hd_command (add-member): the config events
+// and hd_status carry the configuration.
 func TestHostDriven(t *testing.T) {
 	ctx := context.Background()
 	r, err := NewRuntime(ctx, Config{WasmPath: testwasm.HostDriven(t), CacheDir: testwasm.CacheDir(), Logger: testwasm.Logger()})
@@ -31,6 +34,7 @@ func TestHostDriven(t *testing.T) {
 		now     int64
 		queue   []msg
 		leaders = map[string]uint64{}
+		configs = map[string]string{} // node -> its last committed config event
 	)
 	type node struct {
 		inst      *Instance
@@ -39,6 +43,7 @@ func TestHostDriven(t *testing.T) {
 		published int
 	}
 	nodes := make([]*node, len(ids))
+	var step func()
 	for i, id := range ids {
 		inst, err := r.NewInstance(ctx)
 		if err != nil {
@@ -67,15 +72,21 @@ func TestHostDriven(t *testing.T) {
 			},
 			Event: func(b []byte) {
 				var ev struct {
-					Kind  string `json:"kind"`
-					Group string `json:"group"`
-					Term  uint64 `json:"term"`
+					Kind      string   `json:"kind"`
+					Group     string   `json:"group"`
+					Term      uint64   `json:"term"`
+					Reason    string   `json:"reason"`
+					Members   []string `json:"members"`
+					ConfIndex uint64   `json:"conf_index"`
 				}
 				if err := json.Unmarshal(b, &ev); err != nil {
 					t.Errorf("event %s: %v", b, err)
 				}
 				if ev.Kind == "became-leader" {
 					leaders[id] = ev.Term
+				}
+				if ev.Kind == "config" && ev.Reason == "committed" && ev.ConfIndex > 0 {
+					configs[id] = fmt.Sprint(ev.Members)
 				}
 			},
 			Log: func(level int32, m string) { t.Logf("%s log %d: %s", id, level, m) },
@@ -87,7 +98,12 @@ func TestHostDriven(t *testing.T) {
 		}
 		n.due = now + d
 	}
-	for now = 0; now < 2000 && len(leaders) == 0; now += 5 {
+	run := func(until int64, done func() bool) {
+		for ; now < until && !done(); now += 5 {
+			step()
+		}
+	}
+	step = func() {
 		q := queue
 		queue = nil
 		for _, m := range q {
@@ -108,8 +124,32 @@ func TestHostDriven(t *testing.T) {
 			}
 		}
 	}
+	run(2000, func() bool { return len(leaders) > 0 })
 	if len(leaders) != 1 {
 		t.Fatalf("leaders %v", leaders)
+	}
+	var leader int
+	for i, id := range ids {
+		if _, ok := leaders[id]; ok {
+			leader = i
+		}
+	}
+	cmd := func(kind uint64, target string) error {
+		in := append([]byte("hg"), target...)
+		d, err := nodes[leader].inst.HD("hd_command", in, kind, 2, uint64(len(target)))
+		nodes[leader].due = now + d
+		return err
+	}
+	if err := cmd(uint64(core.CmdAddMember), "h5 not-base64!"); err == nil {
+		t.Fatal("hd_command add-member with a bad key: no error")
+	}
+	if err := cmd(uint64(core.CmdAddMember), "h4"); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprint([]string{"h1", "h2", "h3", "h4"})
+	run(now+2000, func() bool { return len(configs) == 3 && configs["h1"] == want && configs["h2"] == want && configs["h3"] == want })
+	if len(configs) != 3 || configs["h1"] != want || configs["h2"] != want || configs["h3"] != want {
+		t.Fatalf("committed config events %v, want %s everywhere", configs, want)
 	}
 	for i, n := range nodes {
 		b, err := n.inst.HDStatus("hg")
@@ -124,11 +164,14 @@ func TestHostDriven(t *testing.T) {
 			Members []struct {
 				ID string `json:"id"`
 			} `json:"members"`
+			ConfIndex     uint64 `json:"conf_index"`
+			ConfCommitted bool   `json:"conf_committed"`
+			Voter         bool   `json:"voter"`
 		}
 		if err := json.Unmarshal(b, &st); err != nil {
 			t.Fatalf("hd_status %s: %v", b, err)
 		}
-		if st.ID != ids[i] || st.Term == 0 || len(st.Members) != len(ids) ||
+		if st.ID != ids[i] || st.Term == 0 || len(st.Members) != len(ids)+1 || st.ConfIndex < 2 || !st.ConfCommitted || !st.Voter ||
 			(st.Role == "leader") != (st.Leader == ids[i]) {
 			t.Fatalf("hd_status of %s: %s", ids[i], b)
 		}

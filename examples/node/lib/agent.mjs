@@ -10,7 +10,8 @@ import { encodeInput, decodeOutput, encodeState, Cmd, EventNames, topicOf } from
 import { Driver } from './driver.mjs';
 
 // FileStore keeps each group's persisted core.GroupState ({group, term, vote,
-// epoch, ...} as the core handed it) in <dir>/<group>.json,
+// epoch, conf_term, conf_index, members, keys, ...} as the core handed it;
+// the ed25519 keys, bytes, as base64) in <dir>/<group>.json,
 // written atomically (temp file, fsync, rename, fsync of the directory).
 // The directory is locked against a second live agent (<dir>/.lock holds the
 // owner's pid; a lock whose process is gone is taken over).
@@ -41,9 +42,11 @@ export class FileStore {
       throw e;
     }
     const s = JSON.parse(text); // corrupt state must stop the agent, not reset its vote
-    if (s.group !== group || !Number.isSafeInteger(s.term) || typeof s.vote !== 'string') {
+    if (s.group !== group || !Number.isSafeInteger(s.term) || typeof s.vote !== 'string' ||
+        (s.keys !== undefined && !(Array.isArray(s.keys) && s.keys.every((k) => typeof k === 'string')))) {
       throw new Error(`state file ${this.file(group)} is unusable`);
     }
+    if (s.keys) s.keys = s.keys.map((k) => new Uint8Array(Buffer.from(k, 'base64')));
     return s;
   }
   save(state) {
@@ -51,7 +54,8 @@ export class FileStore {
     const tmp = `${file}.tmp`;
     const fd = fs.openSync(tmp, 'w', 0o600);
     try {
-      fs.writeSync(fd, JSON.stringify(state) + '\n');
+      const keys = state.keys?.map((k) => Buffer.from(k).toString('base64'));
+      fs.writeSync(fd, JSON.stringify(keys ? { ...state, keys } : state) + '\n');
       fs.fsyncSync(fd);
     } finally { fs.closeSync(fd); }
     fs.renameSync(tmp, file);
@@ -100,7 +104,7 @@ export class Agent {
         if (ev.k === 4 || ev.k === 7) this.leading.delete(ev.g);
         if (ev.k === 7) this.groups.delete(ev.g);
         this.onEvent({ event: EventNames[ev.k] ?? `kind-${ev.k}`, group: ev.g, term: ev.term, leader: ev.leader,
-          lease_until: ev.lease, reason: ev.why, member: ev.member });
+          lease_until: ev.lease, reason: ev.why, member: ev.member, members: ev.members, conf_index: ev.conf_index });
       },
     });
   }
@@ -133,8 +137,10 @@ export class Agent {
     this.kick();
   }
 
-  command(kind, group, to = '') {
-    this.cmds.push({ k: typeof kind === 'number' ? kind : Cmd[kind], g: group, to });
+  // command queues a command (Cmd's names or numbers); key: add-member's
+  // ed25519 public key (bytes) in a group that uses ed25519.
+  command(kind, group, to = '', key = undefined) {
+    this.cmds.push({ k: typeof kind === 'number' ? kind : Cmd[kind], g: group, to, key });
     return this.serial(() => this.step()); // resolves once the command was stepped
   }
 

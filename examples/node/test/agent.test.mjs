@@ -111,3 +111,52 @@ test('a failed save holds every later publish of the group until a save succeeds
   assert.ok(saved, 'the pending state was saved');
   await ag.close({ resign: false });
 });
+
+test('membership: add-member commits everywhere; the state file keeps the configuration for a restart', { timeout: 60_000 }, async (t) => {
+  const dir = tempDir('electcore-members-');
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const ids = ['a', 'b', 'c'];
+  const bus = memBus();
+  const leaders = new Map();
+  const committed = new Map(); // id -> the members of its last committed config event
+  const make = async (id, engine) => {
+    const ag = new Agent({
+      core: await loadCore(engine, wasmPath), store: new FileStore(path.join(dir, id)), transport: bus.transport(),
+      onEvent: (e) => {
+        if (e.event === 'leader-changed') leaders.set(id, e.leader);
+        if (e.event === 'config' && e.reason === 'committed') committed.set(id, e.members.join(','));
+      },
+    });
+    await ag.join({ id, group: 'g', members: ids, heartbeat_ms: 50, election_timeout_ms: 300 });
+    return ag;
+  };
+  const agents = { a: await make('a', 'raw'), b: await make('b', 'extism'), c: await make('c', 'raw') };
+  t.after(async () => { for (const ag of Object.values(agents)) if (!ag.closed) await ag.close({ resign: false }); });
+  const leader = await waitFor(() => { const v = ids.map((x) => leaders.get(x)); return v[0] && v.every((x) => x === v[0]) && v[0]; }, 10_000, 'a leader');
+  const follower = ids.find((x) => x !== leader);
+  await agents[follower].command('add-member', 'g', 'd'); // forwarded to the leader
+  await waitFor(() => ids.every((x) => committed.get(x) === 'a,b,c,d'), 10_000, 'a,b,c,d committed everywhere');
+  const onDisk = JSON.parse(readFileSync(path.join(dir, follower, 'g.json'), 'utf8'));
+  assert.deepEqual(onDisk.members, ['a', 'b', 'c', 'd']);
+  assert.ok(onDisk.conf_index >= 2, JSON.stringify(onDisk));
+
+  // A restart with the old member list comes back with the persisted configuration.
+  await agents[follower].close({ resign: false });
+  agents[follower] = await make(follower, 'extism');
+  const st = await agents[follower].status('g');
+  assert.deepEqual(st.members.map((m) => m.id), ['a', 'b', 'c', 'd']);
+  assert.equal(st.voter, true);
+});
+
+test('FileStore keeps ed25519 keys (bytes) across a save and a load', () => {
+  const dir = tempDir('electcore-keys-');
+  try {
+    const store = new FileStore(dir);
+    const key = new Uint8Array(32).map((_, i) => i);
+    store.save({ group: 'g', term: 2, vote: 'a', conf_term: 2, conf_index: 3, members: ['a'], keys: [key] });
+    const s = store.load('g');
+    assert.deepEqual(s.keys, [key]);
+    assert.deepEqual(s.members, ['a']);
+    store.release();
+  } finally { rmSync(dir, { recursive: true, force: true }); }
+});
