@@ -16,14 +16,16 @@ import (
 // Instead the module is instrumented once at load (like wasmtime's fuel):
 //
 //   - a new mutable i32 global, the fuel (exported as Export), is
-//     decremented at the top of every loop;
-//   - when it reaches 0 the loop calls a new imported host function,
+//     decremented at the top of every loop — or, in a dispatch loop (the
+//     shape of every function Go compiles to wasm, where every jump goes
+//     through the loop's header), before each branch that can jump back;
+//   - when it reaches 0 the code calls a new imported host function,
 //     CheckModule.CheckName, and refills it with PerCheck.
 //
 // The host's check traps the call (a Go panic, which wazero returns as an
 // error) once it has run past its deadline, or at once after the host sets
-// the fuel to 1 to interrupt it. A loop-free call ends on
-// its own, so every call is stopped. The host call every PerCheck
+// the fuel to 1 to interrupt it. A call that repeats no code ends on its
+// own (recursion ends at the memory limit), so every call is stopped. The host call every PerCheck
 // iterations matters as much as the test: Go cannot preempt a goroutine that
 // is running wasm code, so without it a long call would hold up the garbage
 // collector's stop-the-world — and a runaway one, the whole process, forever
@@ -331,12 +333,15 @@ func (in *instrumenter) elements(body []byte) ([]byte, error) {
 	return out, nil
 }
 
-// code rewrites the code section: function indices shifted, and after every
-// `loop blocktype`:
+// code rewrites the code section: function indices shifted, and the test
 //
 //	global.get fuel; i32.const 1; i32.sub; global.set fuel
 //	global.get fuel; i32.const 0; i32.le_s
 //	if; call check; i32.const PerCheck; global.set fuel; end
+//
+// after every `loop blocktype` — except a dispatch loop (dispatchLoop), whose
+// test goes before each branch back to it instead, unless that branch is
+// known to jump forward.
 func (in *instrumenter) code(body []byte) ([]byte, error) {
 	fuel := appendU32(nil, in.fuel)
 	var test []byte
@@ -351,6 +356,7 @@ func (in *instrumenter) code(body []byte) ([]byte, error) {
 	n := r.u32()
 	out := appendU32(make([]byte, 0, len(body)+len(body)/4), n)
 	var fn []byte
+	var frames []frame
 	for k := uint32(0); k < n; k++ {
 		size := int(r.u32())
 		if r.err != nil || r.i+size > len(body) {
@@ -365,6 +371,20 @@ func (in *instrumenter) code(body []byte) ([]byte, error) {
 		}
 		fn = append(fn[:0], f.b[:f.i]...)
 		last := f.i
+		frames = append(frames[:0], frame{}) // the function's own block
+		var d *dispatch
+		// The two instructions before the current one (op and immediate,
+		// for i32.const and local.set): a dispatch loop's forward branch is
+		// `i32.const K; local.set state; br loop`.
+		var prev, prev2 struct {
+			op  byte
+			imm int64
+		}
+		insertTest := func(at int) {
+			fn = append(fn, f.b[last:at]...)
+			fn = append(fn, test...)
+			last = at
+		}
 		for f.i < len(f.b) && f.err == nil {
 			at := f.i
 			op := f.byte()
@@ -374,14 +394,83 @@ func (in *instrumenter) code(body []byte) ([]byte, error) {
 				fn = append(fn, f.b[last:at]...)
 				fn = appendU32(append(fn, op), in.shift(idx))
 				last = f.i
-			case 0x03: // loop: the test goes after its block type
+			case 0x02, 0x04: // block, if
 				f.immediates(op)
+				frames = append(frames, frame{})
+			case 0x03: // loop
+				f.immediates(op)
+				if d == nil {
+					if d = dispatchLoop(f.b[f.i:]); d != nil {
+						frames = append(frames, frame{dispatch: true})
+						for range d.blocks {
+							frames = append(frames, frame{dispatchBlock: true})
+						}
+						f.i += d.header
+						break
+					}
+				}
+				// Every other loop: the test goes after its block type.
 				fn = append(fn, f.b[last:f.i]...)
 				fn = append(fn, test...)
 				last = f.i
+				frames = append(frames, frame{})
+			case 0x0b: // end
+				if len(frames) == 0 {
+					f.fail("unbalanced end at %d", at)
+					break
+				}
+				top := frames[len(frames)-1]
+				frames = frames[:len(frames)-1]
+				switch {
+				case top.dispatchBlock:
+					d.passed++
+				case top.dispatch:
+					d = nil
+				}
+			case 0x0c, 0x0d: // br, br_if
+				depth := f.u32()
+				if !targetsDispatch(frames, depth) {
+					break
+				}
+				forward := false
+				if k := prev2.imm; op == 0x0c && prev2.op == 0x41 && prev.op == 0x21 && prev.imm == int64(d.state) && k >= 0 {
+					j := d.def
+					if k < int64(len(d.table)) {
+						j = d.table[k]
+					}
+					forward = int(j) >= d.passed // lands after a dispatch block's end not yet passed
+				}
+				if !forward {
+					insertTest(at)
+				}
+			case 0x0e: // br_table
+				back := false
+				for m := f.u32(); m > 0 && f.err == nil; m-- {
+					back = back || targetsDispatch(frames, f.u32())
+				}
+				back = back || targetsDispatch(frames, f.u32())
+				if back {
+					insertTest(at)
+				}
+			case 0x41: // i32.const
+				prev2, prev = prev, struct {
+					op  byte
+					imm int64
+				}{op, int64(f.s32())}
+				continue
+			case 0x21: // local.set
+				prev2, prev = prev, struct {
+					op  byte
+					imm int64
+				}{op, int64(f.u32())}
+				continue
 			default:
 				f.immediates(op)
 			}
+			prev2, prev = prev, struct {
+				op  byte
+				imm int64
+			}{op: op}
 		}
 		if f.err != nil {
 			return nil, fmt.Errorf("%w: function %d: %v", ErrInstrument, k, f.err)
@@ -394,6 +483,69 @@ func (in *instrumenter) code(body []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: code section", ErrInstrument)
 	}
 	return out, nil
+}
+
+// frame is an open block, loop or if of a function body.
+type frame struct {
+	dispatch      bool // the dispatch loop
+	dispatchBlock bool // one of the blocks its br_table exits
+}
+
+// dispatch describes a dispatch loop, the shape Go's wasm code has in every
+// function: a loop whose body starts with nested blocks and a br_table on a
+// local (the state) that exits one of them:
+//
+//	loop; block; ... block; local.get state; br_table t...; end (block 0) code 0; end (block 1) code 1 ...
+//
+// Every jump between the function's basic blocks is `i32.const K; local.set
+// state; br loop`: through the loop's header, yet a forward jump when block
+// K's code comes after the branch. Only the backward ones can repeat, so
+// only they (and any other branch to the loop) get the test: the header
+// would have paid it on every jump (≈ 11 % of a heartbeat step's
+// instructions).
+type dispatch struct {
+	header int      // bytes from after the loop's block type to after the br_table
+	blocks int      // the nested blocks
+	state  uint32   // the local the br_table reads
+	table  []uint32 // its targets (each < blocks) and default
+	def    uint32
+	passed int // the dispatch blocks whose end the scan has passed
+}
+
+// dispatchLoop recognizes a dispatch loop from the bytes after its block
+// type, or returns nil.
+func dispatchLoop(b []byte) *dispatch {
+	r := reader{b: b}
+	d := &dispatch{}
+	for r.i+1 < len(b) && b[r.i] == 0x02 && b[r.i+1] == 0x40 {
+		r.i += 2
+		d.blocks++
+	}
+	if d.blocks == 0 || r.byte() != 0x20 {
+		return nil
+	}
+	d.state = r.u32()
+	if r.byte() != 0x0e {
+		return nil
+	}
+	for m := r.u32(); m > 0 && r.err == nil; m-- {
+		t := r.u32()
+		if t >= uint32(d.blocks) {
+			return nil
+		}
+		d.table = append(d.table, t)
+	}
+	if d.def = r.u32(); r.err != nil || d.def >= uint32(d.blocks) {
+		return nil
+	}
+	d.header = r.i
+	return d
+}
+
+// targetsDispatch reports whether a branch of relative depth depth from the
+// innermost of frames goes to the dispatch loop.
+func targetsDispatch(frames []frame, depth uint32) bool {
+	return int(depth) < len(frames) && frames[len(frames)-1-int(depth)].dispatch
 }
 
 // reader decodes the parts of the binary format the instrumentation needs;
@@ -419,6 +571,25 @@ func (r *reader) byte() byte {
 	c := r.b[r.i]
 	r.i++
 	return c
+}
+
+// s32 decodes a signed LEB128 number of up to 32 bits.
+func (r *reader) s32() int32 {
+	var v int32
+	shift := 0
+	for shift < 35 {
+		c := r.byte()
+		v |= int32(c&0x7f) << shift
+		shift += 7
+		if c < 0x80 {
+			if shift < 32 && c&0x40 != 0 {
+				v |= -1 << shift
+			}
+			return v
+		}
+	}
+	r.fail("bad LEB128 at %d", r.i)
+	return 0
 }
 
 func (r *reader) u32() uint32 {

@@ -23,13 +23,31 @@ func spinModule(body ...byte) []byte {
 	if body == nil {
 		body = []byte{0x03, 0x40, 0x0c, 0x00, 0x0b}
 	}
+	return spinModuleLocals([]byte{0}, body)
+}
+
+// dispatchSpin is the body of a spin function shaped like Go's wasm code (a
+// dispatch loop): state 0 jumps forward to state 1, which jumps back to
+// state 0, forever. Its one local is the state.
+var dispatchSpin = []byte{
+	0x03, 0x40, // loop
+	0x02, 0x40, 0x02, 0x40, // block; block
+	0x20, 0x00, 0x0e, 0x01, 0x00, 0x01, // local.get 0; br_table 0 1
+	0x0b,                               // end: state 0
+	0x41, 0x01, 0x21, 0x00, 0x0c, 0x01, // i32.const 1; local.set 0; br 1 (forward, to state 1)
+	0x0b,                               // end: state 1
+	0x41, 0x00, 0x21, 0x00, 0x0c, 0x00, // i32.const 0; local.set 0; br 0 (back to state 0)
+	0x0b, // end loop
+}
+
+func spinModuleLocals(locals, body []byte) []byte {
 	m := []byte("\x00asm\x01\x00\x00\x00")
 	m = appendSection(m, 1, []byte{1, 0x60, 0, 0})                                  // type 0: () -> ()
 	m = appendSection(m, 2, []byte{1, 3, 'e', 'n', 'v', 3, 'n', 'o', 'p', 0x00, 0}) // import env.nop: func 0
 	m = appendSection(m, 3, []byte{1, 0})                                           // func 1 of type 0
 	m = appendSection(m, 6, []byte{1, 0x7f, 0x00, 0x41, 0x00, 0x0b})                // global 0: i32 const 0
 	m = appendSection(m, 7, []byte{1, 4, 's', 'p', 'i', 'n', 0x00, 0x01})           // export "spin" = func 1
-	code := append([]byte{0}, body...)                                              // no locals
+	code := append(append([]byte{}, locals...), body...)
 	code = append(code, 0x0b)
 	return appendSection(m, 10, append([]byte{1, byte(len(code))}, code...))
 }
@@ -37,8 +55,12 @@ func spinModule(body ...byte) []byte {
 // instantiateSpin instantiates the instrumented spin module; check is the
 // host's check function.
 func instantiateSpin(t *testing.T, check func(context.Context)) (api.Module, api.MutableGlobal) {
+	return instantiate(t, spinModule(), check)
+}
+
+func instantiate(t *testing.T, module []byte, check func(context.Context)) (api.Module, api.MutableGlobal) {
 	t.Helper()
-	m, err := Instrument(spinModule())
+	m, err := Instrument(module)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,8 +88,14 @@ func instantiateSpin(t *testing.T, check func(context.Context)) (api.Module, api
 // stops a loop that never ends; until then the check runs every
 // PerCheck iterations.
 func TestInterruptStopsALoop(t *testing.T) {
+	t.Run("loop", func(t *testing.T) { testInterrupt(t, spinModule()) })
+	// A dispatch loop's test is on its backward branch, not its header.
+	t.Run("dispatch", func(t *testing.T) { testInterrupt(t, spinModuleLocals([]byte{1, 1, 0x7f}, dispatchSpin)) })
+}
+
+func testInterrupt(t *testing.T, module []byte) {
 	var stop, checks atomic.Int64
-	mod, fuel := instantiateSpin(t, func(context.Context) {
+	mod, fuel := instantiate(t, module, func(context.Context) {
 		checks.Add(1)
 		if stop.Load() != 0 {
 			panic(errDeadline)
@@ -179,7 +207,8 @@ func TestInstrumentModule(t *testing.T) {
 }
 
 // countLoops counts the loops of the code section; with check ≥ 0 it also
-// requires each to be followed by the interrupt test and returns how many are.
+// requires each to be followed by the interrupt test or to be a dispatch
+// loop (whose tests are on its backward branches: TestInterruptStopsALoop).
 func countLoops(t *testing.T, m []byte, check int) int {
 	t.Helper()
 	r := reader{b: m, i: 8}
@@ -207,7 +236,8 @@ func countLoops(t *testing.T, m []byte, check int) int {
 			if op == 0x03 {
 				if check >= 0 {
 					rest := f.b[f.i:]
-					if len(rest) < 2 || rest[0] != 0x23 || !bytes.Contains(rest[:min(len(rest), 24)], []byte{0x4c, 0x04, 0x40, 0x10}) {
+					tested := len(rest) >= 2 && rest[0] == 0x23 && bytes.Contains(rest[:min(len(rest), 24)], []byte{0x4c, 0x04, 0x40, 0x10})
+					if !tested && dispatchLoop(rest) == nil {
 						t.Fatalf("loop at %d without the test: % x", f.i, rest[:min(len(rest), 24)])
 					}
 				}
