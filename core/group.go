@@ -111,6 +111,9 @@ type member struct {
 	dupAt        int64
 	dupOnce      bool
 	ackSeq       uint64 // leader: highest heartbeat seq this member acked
+	// confVer (quorum): the newest configuration version its acks showed;
+	// it persisted that before acking, so it holds at least that for good.
+	confVer confVersion
 }
 
 func newGroup(cfg Config, st GroupState, now int64) *group {
@@ -275,13 +278,15 @@ func (g *group) resetElectionTimer(now int64) {
 
 // bestSuccessor is the highest-ranked member other than this one heard from
 // within an election timeout (in bully mode, where followers never speak
-// after an election: ever heard), or "".
+// after an election: ever heard), or "". In quorum mode it must have acked
+// this leader's configuration version: its pushed votes skip the election
+// restriction.
 func (g *group) bestSuccessor(now int64) string {
 	var best *member
 	for i := range g.members {
 		m := &g.members[i]
 		if m.id == g.cfg.ID || !m.heardOnce || m.departed ||
-			g.cfg.Mode == ModeQuorum && now-m.lastHeard >= g.cfg.ElectionTimeoutMs {
+			g.cfg.Mode == ModeQuorum && (now-m.lastHeard >= g.cfg.ElectionTimeoutMs || m.confVer != g.conf.ver) {
 			continue
 		}
 		if best == nil || outranks(m.priority, m.id, best.priority, best.id) {

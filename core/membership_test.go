@@ -225,3 +225,49 @@ func TestMembershipPendingRemovalOfTheCommittingAcker(t *testing.T) {
 		}
 	}
 }
+
+// A leader hands leadership only to a member whose acks show it holds the
+// leader's configuration: pushed votes skip the election restriction, so a
+// successor behind it (here one that was down while a member was added)
+// would re-stamp its older configuration and lose the committed one (the
+// simulator's membership mix found it, with a leader removing itself).
+func TestMembershipHandoffOnlyToUpToDateMember(t *testing.T) {
+	n := newTestNet(t, ModeQuorum, "a", "b", "c")
+	leader := electLeader(t, n)
+	behind := "a"
+	if leader == behind {
+		behind = "b"
+	}
+	n.crash(behind)
+	joinAwaiting(n, "d")
+	command(n, leader, Command{Kind: CmdAddMember, Target: "d"})
+	n.advance(1000, 10)
+	if s := n.status(leader); !s.ConfCommitted || !slices.Contains(memberIDs(s), "d") {
+		t.Fatalf("d not added: %+v", s)
+	}
+	// The member that was down comes back and acks a heartbeat with its
+	// older configuration; the leader is told to hand over to it before it
+	// sent it the newer one.
+	n.start(behind)
+	for i := 0; n.status(behind).Leader != leader && i < 100; i++ {
+		n.advance(10, 10)
+	}
+	if s := n.status(behind); s.Leader != leader || s.ConfIndex >= n.status(leader).ConfIndex {
+		t.Fatalf("%s: %+v", behind, s)
+	}
+	n.take()
+	n.step(leader, &Input{Now: n.now, Commands: []Command{{Kind: CmdTransfer, Group: "g", Target: behind}}})
+	if out := n.take(); !strings.Contains(out, "rejected") {
+		t.Errorf("transfer to %s, behind the leader's configuration, not refused:\n%s", behind, out)
+	}
+	n.deliverAll()
+	n.advance(5000, 10)
+	ls := n.leaders()
+	if len(ls) != 1 {
+		t.Fatalf("leaders %v", ls)
+	}
+	id, _, _ := strings.Cut(ls[0], "@")
+	if s := n.status(id); !slices.Contains(memberIDs(s), "d") {
+		t.Fatalf("%s leads without the committed addition of d: %+v", id, s)
+	}
+}

@@ -413,12 +413,16 @@ func (g *group) startHandoffCandidacy(e *Engine, hold uint64) {
 // that is at most hold/(1−ρ) real time after the resign left, and this
 // clock counts at least (now-then)/(1+ρ) of real time since we heard of it.
 func (g *group) holdLease(e *Engine, hold uint64) {
-	if hold == 0 {
-		return
+	if hold > 0 {
+		g.leaseNotBefore = max(g.leaseNotBefore, e.now+g.holdWait(hold))
 	}
+}
+
+// holdWait is how long this clock waits out a hold of the resigning
+// leader's clock (see holdLease).
+func (g *group) holdWait(hold uint64) int64 {
 	rho := g.cfg.MaxDriftPPM
-	wait := (int64(hold)*(1_000_000+rho) + 1_000_000 - rho - 1) / (1_000_000 - rho)
-	g.leaseNotBefore = max(g.leaseNotBefore, e.now+wait)
+	return (int64(hold)*(1_000_000+rho) + 1_000_000 - rho - 1) / (1_000_000 - rho)
 }
 
 func (g *group) onHeartbeat(e *Engine, m *wireMsg) string {
@@ -495,6 +499,9 @@ func (g *group) onAck(e *Engine, m *wireMsg) string {
 	}
 	g.onConfAck(e, m)
 	f := g.member(m.From)
+	if f != nil && f.confVer.before(confVersion{m.ConfTerm, m.ConfIndex}) {
+		f.confVer = confVersion{m.ConfTerm, m.ConfIndex}
+	}
 	if f == nil || m.Seq <= f.ackSeq { // nil: the ack committed a change that removed its sender
 		return ""
 	}
@@ -538,6 +545,10 @@ func (g *group) resign(e *Engine, target string, remove bool) string {
 		return "already leader"
 	} else if m := g.member(target); m == nil {
 		return target + " is not a member"
+	} else if g.cfg.Mode == ModeQuorum && m.confVer != g.conf.ver {
+		// Pushed votes skip the election restriction: a successor without
+		// this configuration could lose a committed one.
+		return target + " has not acknowledged this leader's configuration yet: retry"
 	}
 	oldTerm := g.leaderTerm
 	g.stepDown(e, "resigned")
@@ -597,8 +608,11 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 	g.role = RoleFollower
 	g.setLeader(e, "", 0)
 	if m.To == "" || g.member(m.To) == nil || m.To == g.cfg.ID && !g.voter {
-		g.lastLeaderContact = now - g.cfg.ElectionTimeoutMs // free to vote at once
-		g.resetElectionTimer(now - g.cfg.ElectionTimeoutMs)
+		// Free to vote once the resigning leader's application may have
+		// stopped (at once without a hold): no successor waits it out.
+		free := now - g.cfg.ElectionTimeoutMs + g.holdWait(m.Hold)
+		g.lastLeaderContact = free
+		g.resetElectionTimer(free)
 		return ""
 	}
 	next := m.Term + 1
