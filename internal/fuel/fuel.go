@@ -22,6 +22,10 @@ import (
 //   - when it reaches 0 the code calls a new imported host function,
 //     CheckModule.CheckName, and refills it with PerCheck.
 //
+// While it rewrites the code, it also turns a dispatch loop's forward jumps
+// into direct branches (see dispatch): wazero does not, and they were a
+// tenth of a step.
+//
 // The host's check traps the call (a Go panic, which wazero returns as an
 // error) once it has run past its deadline, or at once after the host sets
 // the fuel to 1 to interrupt it. A call that repeats no code ends on its
@@ -333,7 +337,8 @@ func (in *instrumenter) elements(body []byte) ([]byte, error) {
 	return out, nil
 }
 
-// code rewrites the code section: function indices shifted, and the test
+// code rewrites the code section: function indices shifted, a dispatch
+// loop's forward jumps made direct, and the test
 //
 //	global.get fuel; i32.const 1; i32.sub; global.set fuel
 //	global.get fuel; i32.const 0; i32.le_s
@@ -401,6 +406,7 @@ func (in *instrumenter) code(body []byte) ([]byte, error) {
 				f.immediates(op)
 				if d == nil {
 					if d = dispatchLoop(f.b[f.i:]); d != nil {
+						d.frame = len(frames)
 						frames = append(frames, frame{dispatch: true})
 						for range d.blocks {
 							frames = append(frames, frame{dispatchBlock: true})
@@ -432,9 +438,9 @@ func (in *instrumenter) code(body []byte) ([]byte, error) {
 				if !targetsDispatch(frames, depth) {
 					break
 				}
-				forward := false
+				forward, j := false, uint32(0)
 				if k := prev2.imm; op == 0x0c && prev2.op == 0x41 && prev.op == 0x21 && prev.imm == int64(d.state) && k >= 0 {
-					j := d.def
+					j = d.def
 					if k < int64(len(d.table)) {
 						j = d.table[k]
 					}
@@ -442,7 +448,14 @@ func (in *instrumenter) code(body []byte) ([]byte, error) {
 				}
 				if !forward {
 					insertTest(at)
+					break
 				}
+				// Forward: branch straight to the block's end, the br_table's
+				// target, which encloses the branch (the loop and its
+				// br_table cost an indirect jump per jump).
+				fn = append(fn, f.b[last:at]...)
+				fn = appendU32(append(fn, 0x0c), uint32(len(frames)-1-(d.frame+d.blocks-int(j))))
+				last = f.i
 			case 0x0e: // br_table
 				back := false
 				for m := f.u32(); m > 0 && f.err == nil; m-- {
@@ -498,11 +511,13 @@ type frame struct {
 //	loop; block; ... block; local.get state; br_table t...; end (block 0) code 0; end (block 1) code 1 ...
 //
 // Every jump between the function's basic blocks is `i32.const K; local.set
-// state; br loop`: through the loop's header, yet a forward jump when block
-// K's code comes after the branch. Only the backward ones can repeat, so
-// only they (and any other branch to the loop) get the test: the header
-// would have paid it on every jump (≈ 11 % of a heartbeat step's
-// instructions).
+// state; br loop`: through the loop's header and an indirect jump, yet a
+// forward jump when block K's code comes after the branch. Only the
+// backward ones can repeat, so only they (and any other branch to the loop)
+// get the test — the header paid it on every jump, ≈ 11 % of a heartbeat
+// step's instructions — and each forward one becomes a direct branch to the
+// end of the block the br_table would have exited, which encloses it
+// (another 10 %: the state local is still set, so nothing else changes).
 type dispatch struct {
 	header int      // bytes from after the loop's block type to after the br_table
 	blocks int      // the nested blocks
@@ -510,6 +525,7 @@ type dispatch struct {
 	table  []uint32 // its targets (each < blocks) and default
 	def    uint32
 	passed int // the dispatch blocks whose end the scan has passed
+	frame  int // the loop's index in the open frames; block j's is frame+blocks-j
 }
 
 // dispatchLoop recognizes a dispatch loop from the bytes after its block
