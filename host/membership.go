@@ -12,7 +12,9 @@ import (
 )
 
 // ErrRefused is wrapped by the error of a join or command that the core
-// refused (it echoed the request's id in an EventRejected): nothing changed.
+// refused (it echoed the request's id in an EventRejected), or that the
+// group would ignore (a membership change asked of an agent outside the
+// configuration): nothing changed.
 var ErrRefused = errors.New("refused")
 
 // ConfigChange is a quorum group's configuration as Callbacks.OnConfig
@@ -68,6 +70,12 @@ func (e *Election) changeMembers(ctx context.Context, kind core.CommandKind, id 
 	tick := time.NewTicker(time.Duration(hb) * time.Millisecond)
 	defer tick.Stop()
 	st := e.Status()
+	if !done(st) && st.Mode == core.ModeQuorum && !st.Voter {
+		// Its request would be forwarded, and the members refuse the
+		// messages of an agent outside their configuration.
+		return fmt.Errorf("host: %s %s %w: this agent (%s) is not in the configuration (waiting to be added, or removed): ask a member's agent",
+			kind, id, ErrRefused, e.cfg.ID)
+	}
 	if !done(st) {
 		// Only a leader takes a change, and a member that knows none
 		// refuses it: wait for one (an election in progress) first.

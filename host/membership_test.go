@@ -104,6 +104,9 @@ func TestMembershipGrowShrink(t *testing.T) {
 	if st := all["d"].el.Status(); st.Voter {
 		t.Fatalf("d, waiting to be added, is a voter: %+v", st)
 	}
+	if err := all["d"].el.AddMember(ctx, "e", nil); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "not in the configuration") {
+		t.Fatalf("a change asked of an agent outside the configuration: %v", err)
+	}
 	leader := waitLeader(t, tas, nil, "")
 	var follower *testAgent
 	for _, id := range founders {

@@ -23,7 +23,7 @@ import (
 
 // startAuthAgent launches `electhost run` for id with ed25519 authentication
 // (keys from electhost keygen, members from the members file).
-func (c *cluster) startAuthAgent(id, keyFile, membersFile string) *agentProc {
+func (c *cluster) startAuthAgent(id, keyFile, membersFile string, extra ...string) *agentProc {
 	c.t.Helper()
 	p := &agentProc{id: id, httpAddr: freeAddr(c.t), logPath: filepath.Join(c.root, id+".log"), done: make(chan struct{})}
 	args := []string{"run", "--group", c.group, "--id", id,
@@ -34,6 +34,7 @@ func (c *cluster) startAuthAgent(id, keyFile, membersFile string) *agentProc {
 		// transfer changes the leader while the test watches.
 		"--priority", fmt.Sprint(10 - int(id[len(id)-1]-'0'))}
 	args = append(args, c.transport...)
+	args = append(args, extra...)
 	p.cmd = exec.Command(binPath, args...)
 	p.cmd.Env = append(os.Environ(), "ELECTCORE_WASM="+wasmPath)
 	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)

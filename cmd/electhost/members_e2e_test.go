@@ -80,6 +80,9 @@ func TestE2EMembersGrowShrink(t *testing.T) {
 	if code, _, stderr, _ := members("add", "a4", leader, "--key", "AAAA"); code != exitUsage || !strings.Contains(stderr, "--key") {
 		t.Fatalf("members add --key in a group without auth: exit %d, want 2\n%s", code, stderr)
 	}
+	if code, _, stderr, _ := members("add", "a5", "a4"); code != exitFailure || !strings.Contains(stderr, "not in the configuration") {
+		t.Fatalf("members add through an agent outside the configuration: exit %d, want 1\n%s", code, stderr)
+	}
 	change("add", "a4", follower(leader)) // forwarded to the leader
 	leader, _, _ = c.waitAgreement("", 1, 10*time.Second)
 	change("add", "a5", leader)
@@ -188,4 +191,55 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool,
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestE2EMembersEd25519: with --auth ed25519, adding a member needs its
+// public key (refused in flag words without it); `members add --key` with
+// the file `electhost keygen --id` printed distributes it, and the new
+// agent, which knew only the founders' keys, becomes a voting member.
+func TestE2EMembersEd25519(t *testing.T) {
+	url, _ := natstest.Start(t)
+	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil,
+		100*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond)
+	dir := t.TempDir()
+	var founders strings.Builder
+	keygen := func(id string) (keyFile, line string) {
+		keyFile = filepath.Join(dir, id+".key")
+		code, stdout, stderr := runCLI(t, time.Minute, nil, "keygen", "--out", keyFile, "--id", id)
+		if code != 0 {
+			t.Fatalf("keygen %s: exit %d\n%s", id, code, stderr)
+		}
+		return keyFile, stdout
+	}
+	keys := map[string]string{}
+	for _, id := range c.ids {
+		var line string
+		keys[id], line = keygen(id)
+		founders.WriteString(line)
+	}
+	membersFile := filepath.Join(dir, "members")
+	os.WriteFile(membersFile, []byte(founders.String()), 0o644)
+	for _, id := range c.ids {
+		c.startAuthAgent(id, keys[id], membersFile)
+	}
+	leader, _, _ := c.waitAgreement("", 1, 30*time.Second)
+
+	newKey, newLine := keygen("a4")
+	pubFile := filepath.Join(dir, "a4.pub")
+	os.WriteFile(pubFile, []byte(newLine), 0o644)
+	c.startAuthAgent("a4", newKey, membersFile, "--join")
+	c.ids = append(c.ids, "a4")
+	via := filepath.Join(c.root, "state-"+leader)
+	code, _, stderr := runCLI(t, time.Minute, nil, "members", "add", "a4", "--group", c.group, "--state-dir", via)
+	if code != exitUsage || !strings.Contains(stderr, "give a4's public key with --key") {
+		t.Fatalf("members add without --key in an ed25519 group: exit %d, want 2\n%s", code, stderr)
+	}
+	t0 := time.Now()
+	code, stdout, stderr := runCLI(t, time.Minute, nil, "members", "add", "a4", "--key", pubFile, "--group", c.group, "--state-dir", via, "--timeout", "20s")
+	if code != 0 {
+		t.Fatalf("members add a4 --key: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	t.Logf("members add a4 --key %s: %v (%s)", pubFile, time.Since(t0).Round(time.Millisecond), strings.TrimSpace(stdout))
+	c.sameConfiguration([]string{"a1", "a2", "a3", "a4"}, nil)
+	c.stopAll()
 }
