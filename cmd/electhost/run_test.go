@@ -107,7 +107,21 @@ func TestObserver(t *testing.T) {
 	}
 	var b bytes.Buffer
 	r.print(&b)
-	if !strings.Contains(b.String(), "b (term 3)") {
+	if !strings.Contains(b.String(), "b (term 3)") || r.Config != nil {
+		t.Fatalf("print:\n%s\nconfig %+v", b.String(), r.Config)
+	}
+
+	// A quorum leader's heartbeats carry the configuration's version; its
+	// member set comes from the config message of that version.
+	o.deliver(msg(`{"type":"config","group":"g","from":"b","inc":1,"conf_term":3,"conf_index":4,"members":["a","b","c","d"]}`))
+	o.deliver(msg(`{"type":"heartbeat","group":"g","from":"b","leader":"b","term":3,"seq":9,"conf_term":3,"conf_index":4,"committed":true}`))
+	r = o.report(time.Second)
+	if c := r.Config; c == nil || c.ConfIndex != 4 || c.ConfTerm != 3 || !c.Committed || len(c.Members) != 4 {
+		t.Fatalf("config %+v", r.Config)
+	}
+	b.Reset()
+	r.print(&b)
+	if !strings.Contains(b.String(), "config   4 (term 3), committed; members a,b,c,d") {
 		t.Fatalf("print:\n%s", b.String())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -132,6 +133,12 @@ type wireView struct {
 	Leader    string  `json:"leader"`
 	Priority  *uint32 `json:"priority"`
 	Term      uint64  `json:"term"`
+	// Quorum mode's configuration: its version on heartbeats (with
+	// committed), the member set on config messages.
+	ConfTerm  uint64   `json:"conf_term"`
+	ConfIndex uint64   `json:"conf_index"`
+	Committed bool     `json:"committed"`
+	Members   []string `json:"members"`
 }
 
 type memberSeen struct {
@@ -152,6 +159,20 @@ type statusReport struct {
 	Messages   int           `json:"messages"`
 	Rejected   int           `json:"rejected"`
 	Members    []*memberSeen `json:"members"`
+	// Config is the quorum configuration the leader's heartbeats carry
+	// (nil: none heard).
+	Config *configSeen `json:"config,omitempty"`
+}
+
+// configSeen is a quorum group's configuration as a listener hears it: the
+// version and whether it is committed from the leader's heartbeats; the
+// member set only if a config message of that version was heard (leaders
+// send it while a change is in flight, and to members found behind).
+type configSeen struct {
+	ConfTerm  uint64   `json:"conf_term"`
+	ConfIndex uint64   `json:"conf_index"`
+	Committed bool     `json:"committed"`
+	Members   []string `json:"members,omitempty"`
 }
 
 // observer collects what a passive listener hears on a group's topic.
@@ -165,10 +186,13 @@ type observer struct {
 	// changes; leader "" when the leader fell silent (checkLost).
 	onLeader    func(leader string, term uint64, lost string)
 	leaderHeard time.Time
+	// configs are the member sets of the config messages heard, by version.
+	configs map[[2]uint64][]string
 }
 
 func newObserver(group string) *observer {
-	return &observer{group: group, start: time.Now(), seen: map[string]*memberSeen{}, rep: statusReport{Group: group}}
+	return &observer{group: group, start: time.Now(), seen: map[string]*memberSeen{}, rep: statusReport{Group: group},
+		configs: map[[2]uint64][]string{}}
 }
 
 func (o *observer) deliver(m transport.Message) {
@@ -204,9 +228,15 @@ func (o *observer) deliver(m transport.Message) {
 		p := *w.Priority
 		ms.Priority = &p
 	}
+	if w.Type == "config" && w.ConfIndex > 0 && len(w.Members) > 0 && len(o.configs) < 64 {
+		o.configs[[2]uint64{w.ConfTerm, w.ConfIndex}] = w.Members
+	}
 	if (w.Type == "leader" || w.Type == "heartbeat") && w.Leader != "" && w.Term >= o.rep.Term {
 		changed := w.Leader != o.rep.Leader || w.Term != o.rep.Term
 		o.rep.Leader, o.rep.Term = w.Leader, w.Term
+		if w.ConfIndex > 0 {
+			o.rep.Config = &configSeen{ConfTerm: w.ConfTerm, ConfIndex: w.ConfIndex, Committed: w.Committed}
+		}
 		o.leaderHeard = time.Now()
 		if changed && o.onLeader != nil {
 			o.onLeader(w.Leader, w.Term, "")
@@ -262,6 +292,11 @@ func (o *observer) report(listened time.Duration) statusReport {
 	defer o.mu.Unlock()
 	rep := o.rep
 	rep.ListenedMs = listened.Milliseconds()
+	if c := rep.Config; c != nil {
+		cc := *c
+		cc.Members = o.configs[[2]uint64{c.ConfTerm, c.ConfIndex}]
+		rep.Config = &cc
+	}
 	now := time.Now()
 	for _, m := range o.seen {
 		c := *m
@@ -293,6 +328,17 @@ func (r statusReport) print(w io.Writer) {
 		fmt.Fprintf(w, " (%d unreadable)", r.Rejected)
 	}
 	fmt.Fprintln(w)
+	if c := r.Config; c != nil {
+		state := "committed"
+		if !c.Committed {
+			state = "a change in flight"
+		}
+		members := "members not heard (a leader sends them only while a change is in flight; electhost members list asks an agent)"
+		if c.Members != nil {
+			members = "members " + strings.Join(c.Members, ",")
+		}
+		fmt.Fprintf(w, "config   %d (term %d), %s; %s\n", c.ConfIndex, c.ConfTerm, state, members)
+	}
 	if len(r.Members) == 0 {
 		return
 	}
