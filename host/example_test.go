@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"log/slog"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
@@ -79,4 +81,40 @@ func TestReadmeSnippet(t *testing.T) {
 	if want := strings.Join(lines, "\n") + "\n"; block != want {
 		t.Fatalf("README.md's snippet differs from Example_readme (host/example_test.go); make them identical.\nREADME:\n%s\nexample:\n%s", block, want)
 	}
+}
+
+// ExampleElection_AddMember grows a group of three by a fourth agent that
+// started outside the configuration (AwaitConfig), on the native core and an
+// in-memory bus.
+func ExampleElection_AddMember() {
+	ctx := context.Background()
+	bus := transport.NewMemBus(transport.MemOptions{})
+	defer bus.Close()
+	founders := []string{"a", "b", "c"}
+	els := map[string]*host.Election{}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		agent, err := host.NewNativeAgent(ctx, host.AgentConfig{Transport: bus.Transport(id)})
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer agent.Close(ctx)
+		cfg := core.Config{ID: id, Group: "jobs", Members: founders, HeartbeatMs: 20, ElectionTimeoutMs: 100,
+			AwaitConfig: id == "d"} // d learns the configuration from a, b and c
+		if els[id], err = agent.Join(ctx, cfg, host.Callbacks{}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	// Any member may ask; it waits for a leader, then for the commit.
+	if err := els["a"].AddMember(wait, "d", nil); err != nil {
+		log.Fatal(err)
+	}
+	st := els["a"].Status()
+	var members []string
+	for _, m := range st.Members {
+		members = append(members, m.ID)
+	}
+	fmt.Println("members:", strings.Join(members, ","), "committed:", st.ConfCommitted)
+	// Output: members: a,b,c,d committed: true
 }
