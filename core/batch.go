@@ -179,7 +179,10 @@ const (
 	// EventConfig: a quorum group's configuration changed. Members lists
 	// it and ConfIndex is its index; Reason says how: "proposed …" (this
 	// leader), "adopted from X" (learnt; not yet known to be committed),
-	// or "committed" (a majority of it holds it: the change is done).
+	// or "committed" (a majority of it holds it: the change is done). A
+	// leader reports every commit, its re-stamp after each election
+	// included; a follower reports a commit it is told of when the member
+	// set differs from the last it reported.
 	EventConfig
 )
 

@@ -319,10 +319,10 @@ func (g *group) checkCommit(e *Engine) {
 		return
 	}
 	g.confCommitted = true
-	if !slices.Equal(g.committedMembers, g.conf.members) {
-		g.committedMembers = slices.Clone(g.conf.members)
-		g.configEvent(e, "committed")
-	}
+	// Every commit, a new leader's re-stamp included: whoever audits the
+	// chain of committed configurations sees each link.
+	g.committedMembers = slices.Clone(g.conf.members)
+	g.configEvent(e, "committed")
 	if p := g.pending; p != nil {
 		g.pending = nil
 		if reason := g.propose(e, *p); reason != "" {

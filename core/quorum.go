@@ -326,6 +326,7 @@ func (g *group) sendVote(e *Engine, candidate string, term uint64, pre, granted 
 	if granted {
 		e.enc.flag("granted")
 	}
+	g.encodeConfVersion(e)
 	e.publish(g, e.enc.end())
 }
 
@@ -342,6 +343,7 @@ func (g *group) sendPushedVote(e *Engine, candidate string, term, hold uint64) {
 	if hold > 0 {
 		e.enc.num("hold", hold)
 	}
+	g.encodeConfVersion(e)
 	e.publish(g, e.enc.end())
 }
 
@@ -349,6 +351,12 @@ func (g *group) onVote(e *Engine, m *wireMsg) string {
 	if m.Candidate != g.cfg.ID {
 		// Someone else's vote. Its term says nothing we must act on, and
 		// taking it would let one forged vote move every member to any term.
+		return ""
+	}
+	if m.Granted && g.conf.ver.before(confVersion{m.ConfTerm, m.ConfIndex}) {
+		// The voter holds a newer configuration than ours, which may be
+		// committed: we must not lead. The election restriction, checked by
+		// the candidate too: a vote pushed by a hand-off was not asked for.
 		return ""
 	}
 	if !m.Pre && m.Term > g.term {
@@ -567,6 +575,7 @@ func (g *group) resign(e *Engine, target string, remove bool) string {
 	if remove {
 		e.enc.flag("remove")
 	}
+	g.encodeConfVersion(e)
 	if g.cfg.HandoffHoldMs > 0 {
 		e.enc.num("hold", uint64(g.cfg.HandoffHoldMs))
 	}
@@ -607,7 +616,9 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 	}
 	g.role = RoleFollower
 	g.setLeader(e, "", 0)
-	if m.To == "" || g.member(m.To) == nil || m.To == g.cfg.ID && !g.voter {
+	if m.To == "" || g.member(m.To) == nil || m.To == g.cfg.ID && (!g.voter || g.conf.ver.before(confVersion{m.ConfTerm, m.ConfIndex})) {
+		// (A successor behind the leader's configuration must not lead:
+		// it takes the resign as one naming nobody.)
 		// Free to vote once the resigning leader's application may have
 		// stopped (at once without a hold): no successor waits it out.
 		free := now - g.cfg.ElectionTimeoutMs + g.holdWait(m.Hold)
