@@ -41,7 +41,8 @@ import (
 // a re-stamp keeping the old term, and acks kept across a proposal are not
 // — a voter sends its newer configuration with its refusal, which masks the
 // first, and the other two need narrower interleavings. The transcripts
-// membership_*.txt pin those paths.
+// membership_*.txt pin those paths (membership_election_restriction.txt
+// fails with the restriction removed on either side or both).
 // What it can catch, measured by mutating the core: refusing no votes
 // outside leadership (inLease true only for a leader) fails within ~200
 // schedules. Issue 9's defects 1 and 2 and a lease stretched to the whole
