@@ -38,10 +38,14 @@ const confCommittedReason = "committed"
 // the group uses ed25519 (nil otherwise). Any member may ask (a follower
 // forwards the request to the leader); one change is made at a time. It
 // returns at once if the committed configuration already lists id; an
-// error wrapping ErrRefused if this member's core refuses the request (a
-// refusal by the leader of a forwarded request is reported in the leader's
-// log only, so here it ends with ctx); ctx's error if the change was not
-// seen committed in time — it may still commit: Status tells.
+// error wrapping ErrRefused if this member's core refuses the request, or
+// this agent is outside the configuration; ctx's error if the change was
+// not seen committed in time — it may still commit: Status tells. A request
+// is not sent while the configuration already has the change, and is sent
+// again when it may have been lost: an election timeout after a later
+// leader is known (a forwarded request dies with its leader), or two
+// election timeouts after it was sent (the leader refuses a change while
+// another waits, and reports that in its own log only).
 func (e *Election) AddMember(ctx context.Context, id string, key []byte) error {
 	return e.changeMembers(ctx, core.CmdAddMember, id, key)
 }
@@ -60,15 +64,13 @@ func (e *Election) changeMembers(ctx context.Context, kind core.CommandKind, id 
 	done := func(st core.Status) bool {
 		return slices.ContainsFunc(st.Members, func(m core.MemberStatus) bool { return m.ID == id }) == wantIn
 	}
-	// A change already made, or already under way, is not asked for again:
-	// the leader would refuse it ("already a member"), and a retry after a
-	// timeout must be safe.
-	hb := e.cfg.HeartbeatMs
-	if hb <= 0 {
-		hb = core.DefaultHeartbeatMs
-	}
-	tick := time.NewTicker(time.Duration(hb) * time.Millisecond)
+	timing, _ := e.cfg.WithTimingDefaults() // Join validated it
+	hb := time.Duration(timing.HeartbeatMs) * time.Millisecond
+	et := time.Duration(timing.ElectionTimeoutMs) * time.Millisecond
+	tick := time.NewTicker(hb)
 	defer tick.Stop()
+	left := func() error { return fmt.Errorf("host: group %q: left while asking to %s %s", e.cfg.Group, kind, id) }
+
 	st := e.Status()
 	if !done(st) && st.Mode == core.ModeQuorum && !st.Voter {
 		// Its request would be forwarded, and the members refuse the
@@ -76,14 +78,19 @@ func (e *Election) changeMembers(ctx context.Context, kind core.CommandKind, id 
 		return fmt.Errorf("host: %s %s %w: this agent (%s) is not in the configuration (waiting to be added, or removed): ask a member's agent",
 			kind, id, ErrRefused, e.cfg.ID)
 	}
-	if !done(st) {
+	// A change already made, or already under way, is not asked for (again):
+	// the leader would refuse it ("already a member"), and a retry after a
+	// timeout must be safe.
+	var sentTerm uint64
+	var sentAt, laterLeader time.Time
+	send := func() error {
 		// Only a leader takes a change, and a member that knows none
 		// refuses it: wait for one (an election in progress) first.
 		for st.Mode == core.ModeQuorum && st.Leader == "" {
 			select {
 			case <-tick.C:
 			case <-e.left:
-				return fmt.Errorf("host: group %q: left", e.cfg.Group)
+				return left()
 			case <-ctx.Done():
 				return fmt.Errorf("host: %s %s: no leader known: %w", kind, id, ctx.Err())
 			}
@@ -91,11 +98,14 @@ func (e *Election) changeMembers(ctx context.Context, kind core.CommandKind, id 
 		}
 		select {
 		case <-e.left:
-			return fmt.Errorf("host: group %q: left", e.cfg.Group)
+			return left()
 		default:
 		}
-		cmd := &core.Command{Kind: kind, Group: e.cfg.Group, Target: id, Key: slices.Clone(key)}
-		if err := e.a.submit(ctx, &request{cmd: cmd}); err != nil {
+		sentTerm, sentAt, laterLeader = st.Term, time.Now(), time.Time{}
+		return e.a.submit(ctx, &request{cmd: &core.Command{Kind: kind, Group: e.cfg.Group, Target: id, Key: slices.Clone(key)}})
+	}
+	if !done(st) {
+		if err := send(); err != nil {
 			return err
 		}
 	}
@@ -104,11 +114,26 @@ func (e *Election) changeMembers(ctx context.Context, kind core.CommandKind, id 
 		if st = e.Status(); st.ConfCommitted && done(st) {
 			return nil
 		}
+		// A request forwarded to a leader that lost its leadership is
+		// lost with it, and a leader refuses a change while another one
+		// waits: ask again once a later leader had an election timeout to
+		// settle, or after two election timeouts in one term.
+		if !sentAt.IsZero() && !done(st) && st.Voter && st.Leader != "" {
+			if st.Term > sentTerm && laterLeader.IsZero() {
+				laterLeader = time.Now()
+			}
+			if !laterLeader.IsZero() && time.Since(laterLeader) >= et || time.Since(sentAt) >= 2*et {
+				e.a.logger.Debug("membership change not seen yet; asking again", "group", e.cfg.Group, "op", kind.String(), "member", id, "leader", st.Leader, "term", st.Term)
+				if err := send(); err != nil {
+					return err
+				}
+			}
+		}
 		select {
 		case <-changed:
 		case <-tick.C:
 		case <-e.left:
-			return fmt.Errorf("host: group %q: left while waiting for %s %s to commit", e.cfg.Group, kind, id)
+			return left()
 		case <-ctx.Done():
 			return fmt.Errorf("host: %s %s: not seen committed (configuration %s, index %d, committed %v); it may still commit, or the leader refused it (its log says why): %w",
 				kind, id, strings.Join(memberIDs(st), ","), st.ConfIndex, st.ConfCommitted, ctx.Err())

@@ -229,6 +229,27 @@ func TestMembershipRefusals(t *testing.T) {
 	}
 	t.Logf("%v", err)
 
+	bus.Heal()
+
+	// A forwarded request lost on the way (the asker cut off from the
+	// leader) is asked again once the asker hears the group again.
+	leader = waitLeader(t, tas, nil, "")
+	var asker *testAgent
+	for _, ta := range tas {
+		if ta != leader {
+			asker = ta
+			break
+		}
+	}
+	bus.Partition([]string{asker.id}, without([]string{"a", "b", "c"}, asker.id))
+	res := make(chan error, 1)
+	go func() { res <- asker.el.AddMember(ctx, "y", nil) }()
+	time.Sleep(50 * time.Millisecond)
+	bus.Heal()
+	if err := <-res; err != nil {
+		t.Fatalf("a change whose request was lost: %v", err)
+	}
+
 	bully := startAgentsOn(t, func(id string) transport.Transport { return bus.Transport("bully-" + id) }, []string{"p"},
 		core.Config{Group: "b", Mode: core.ModeBully, HeartbeatMs: 20, ElectionTimeoutMs: 100})
 	if err := bully[0].el.AddMember(ctx, "q", nil); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "bully") {
