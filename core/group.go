@@ -84,6 +84,15 @@ type group struct {
 	pending          *confChange // leader: proposed once conf commits
 	removeOnLead     string      // a leader that resigned to us asked to be removed…
 	removeOnLeadTerm uint64      // …if we lead this term, the hand-off's
+	// lastAcked: the heartbeat this follower last acked and the version it
+	// announced, so that the configuration arriving after it is acked too.
+	lastAcked ackedHeartbeat
+}
+
+type ackedHeartbeat struct {
+	leader         string
+	term, seq, inc uint64
+	announced      confVersion
 }
 
 // ackWindow heartbeats are remembered for matching acks; older acks are too

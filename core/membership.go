@@ -260,6 +260,13 @@ func (g *group) onConfig(e *Engine, m *wireMsg) string {
 		return "configuration with keys (this group does not use ed25519)"
 	}
 	g.adopt(e, c, "adopted from "+m.From)
+	if a := g.lastAcked; a.announced == v && a.leader == m.From && a.term == g.term && g.leader == m.From {
+		// The leader's heartbeat announcing this version overtook it on the
+		// bus and was acked with the older one: ack it again, so that the
+		// leader learns now, not a heartbeat later, that this member holds
+		// its configuration (it hands over only to such a member).
+		g.sendAck(e, a.leader, a.term, a.seq, a.inc)
+	}
 	return ""
 }
 

@@ -271,3 +271,45 @@ func TestMembershipHandoffOnlyToUpToDateMember(t *testing.T) {
 		t.Fatalf("%s leads without the committed addition of d: %+v", id, s)
 	}
 }
+
+// A heartbeat announcing a configuration may overtake the configuration on
+// the bus; the follower acks it with the older version, and acks it again
+// once the configuration arrives, so that the leader does not wait a
+// heartbeat to learn it holds it (a hand-off goes only to such a member).
+func TestMembershipConfigAfterItsHeartbeatIsAcked(t *testing.T) {
+	n := newTestNet(t, ModeQuorum, "a", "b", "c")
+	leader := electLeader(t, n)
+	joinAwaiting(n, "d")
+	n.queue = nil
+	n.step(leader, &Input{Now: n.now, Commands: []Command{{Kind: CmdAddMember, Group: "g", Target: "d"}}})
+	var conf, hb Message
+	follower := ""
+	for _, q := range n.queue {
+		if q.to == "d" || follower != "" && q.to != follower {
+			continue
+		}
+		follower = q.to
+		if strings.Contains(string(q.msg.Payload), `"type":"config"`) {
+			conf = q.msg
+		} else {
+			hb = q.msg
+		}
+	}
+	n.queue = nil
+	acks := func(in Message) []string {
+		var out Output
+		n.nodes[follower].Step(&Input{Now: n.now, Inbound: []Message{in}}, &out)
+		var a []string
+		for _, p := range out.Publishes {
+			if strings.Contains(string(p.Payload), `"type":"ack"`) {
+				a = append(a, string(p.Payload))
+			}
+		}
+		return a
+	}
+	first := acks(hb)
+	second := acks(conf)
+	if len(first) != 1 || !strings.Contains(first[0], `"conf_index":1}`) || len(second) != 1 || !strings.Contains(second[0], `"conf_index":2}`) {
+		t.Fatalf("heartbeat acked with %q, then its configuration with %q", first, second)
+	}
+}

@@ -465,6 +465,7 @@ func (g *group) onHeartbeat(e *Engine, m *wireMsg) string {
 		// Outside the configuration, ack only to show being behind (the
 		// leader then sends its configuration): the leader refuses the rest.
 		g.sendAck(e, m.Leader, m.Term, m.Seq, m.Inc)
+		g.lastAcked = ackedHeartbeat{m.Leader, m.Term, m.Seq, m.Inc, confVersion{m.ConfTerm, m.ConfIndex}}
 	}
 	return ""
 }

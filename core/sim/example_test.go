@@ -22,9 +22,9 @@ func ExampleRun() {
 	}
 	// Output:
 	// violations: 0
-	// n4 crashed at 5470 ms: n3 elected 2361 ms later, known to all after 2466 ms
-	// n3 crashed at 13422 ms: n4 elected 2459 ms later, known to all after 2562 ms
-	// n4 crashed at 21101 ms: n3 elected 2283 ms later, known to all after 2400 ms
+	// n4 crashed at 5470 ms: n3 elected 2369 ms later, known to all after 2477 ms
+	// n3 crashed at 13433 ms: n4 elected 2556 ms later, known to all after 2676 ms
+	// n4 crashed at 21226 ms: n3 elected 2285 ms later, known to all after 2403 ms
 }
 
 // BenchmarkFaultMix reports seeds per second of the fault mix on one core.
