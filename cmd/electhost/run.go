@@ -78,7 +78,10 @@ killed it), like consul lock. Losing the leadership first stops CMD
 (SIGTERM) and exits 1.
 
 While it runs, "electhost resign --group G [--to ID]" hands its leadership
-over (see electhost resign --help).
+over (see electhost resign --help), and in quorum mode "electhost members
+add|remove|list" changes the group's members through it; --join starts an
+agent outside the configuration, waiting to be added (see electhost members
+--help).
 
 Exit status:
   0  stopped by SIGINT/SIGTERM after a graceful resign (--once: CMD exited 0)
