@@ -160,9 +160,24 @@ func (g *group) state() GroupState {
 	return s
 }
 
+// findMember is slices.BinarySearchFunc over ms by id without its copy of a
+// member per comparison (in wasm a struct copy is a call into the host).
+func findMember(ms []member, id string) (int, bool) {
+	lo, hi := 0, len(ms)
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if ms[h].id < id {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	return lo, lo < len(ms) && ms[lo].id == id
+}
+
 // member returns the member with id, or nil.
 func (g *group) member(id string) *member {
-	i, ok := slices.BinarySearchFunc(g.members, id, cmpMember)
+	i, ok := findMember(g.members, id)
 	if !ok {
 		return nil
 	}
@@ -173,7 +188,7 @@ func (g *group) member(id string) *member {
 // (up to MaxMembers). It returns nil if the sender may not take part: in
 // quorum mode, any sender outside the configuration.
 func (g *group) heard(id string, prio *uint32, now int64) *member {
-	i, ok := slices.BinarySearchFunc(g.members, id, cmpMember)
+	i, ok := findMember(g.members, id)
 	if !ok {
 		if g.cfg.Mode == ModeQuorum || len(g.cfg.Members) > 0 || len(g.members) >= MaxMembers {
 			return nil

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 )
 
 // Membership changes in quorum mode: single-server changes (Ongaro,
@@ -179,7 +178,7 @@ func (g *group) setConf(c configuration) {
 	old := g.members
 	g.members = make([]member, 0, len(c.members))
 	for _, id := range c.members {
-		if i, ok := slices.BinarySearchFunc(old, id, cmpMember); ok {
+		if i, ok := findMember(old, id); ok {
 			g.members = append(g.members, old[i])
 			continue
 		}
@@ -197,8 +196,6 @@ func (g *group) setConf(c configuration) {
 		g.auth.setKeys(g.cfg.ID, g.auth.priv.Public().(ed25519.PublicKey), c.keys)
 	}
 }
-
-func cmpMember(m member, id string) int { return strings.Compare(m.id, id) }
 
 // configPayload is the config message for the current configuration, or nil
 // if it does not fit in one message.

@@ -233,7 +233,10 @@ func (e *encoder) begin(typ string, g *group) {
 		e.hdr = appendUint(e.hdr, g.inc)
 		e.hdrGroup, e.hdrInc = g, g.inc
 	}
-	e.b = append(e.chunk[len(e.chunk):], `{"type":"`...)
+	// (Constants are appended as bytes here and below: Go's wasm port makes
+	// every copy a call to memmove, even of a constant, and wazero a second
+	// call from there into Go's runtime.)
+	e.b = append(e.chunk[len(e.chunk):], '{', '"', 't', 'y', 'p', 'e', '"', ':', '"')
 	e.b = append(e.b, typ...)
 	e.b = append(e.b, e.hdr...)
 }
@@ -252,17 +255,17 @@ func (e *encoder) forget(g *group) {
 }
 
 func (e *encoder) str(key, v string) {
-	e.b = append(e.b, `,"`...)
+	e.b = append(e.b, ',', '"')
 	e.b = append(e.b, key...)
-	e.b = append(e.b, `":"`...)
+	e.b = append(e.b, '"', ':', '"')
 	e.b = append(e.b, v...)
 	e.b = append(e.b, '"')
 }
 
 func (e *encoder) num(key string, v uint64) {
-	e.b = append(e.b, `,"`...)
+	e.b = append(e.b, ',', '"')
 	e.b = append(e.b, key...)
-	e.b = append(e.b, `":`...)
+	e.b = append(e.b, '"', ':')
 	e.b = appendUint(e.b, v)
 }
 
@@ -283,9 +286,9 @@ func (e *encoder) strs(key string, vs []string) {
 }
 
 func (e *encoder) flag(key string) {
-	e.b = append(e.b, `,"`...)
+	e.b = append(e.b, ',', '"')
 	e.b = append(e.b, key...)
-	e.b = append(e.b, `":true`...)
+	e.b = append(e.b, '"', ':', 't', 'r', 'u', 'e')
 }
 
 // appendUint is strconv.AppendUint(b, v, 10) in 32-bit arithmetic below the
