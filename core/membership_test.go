@@ -313,3 +313,67 @@ func TestMembershipConfigAfterItsHeartbeatIsAcked(t *testing.T) {
 		t.Fatalf("heartbeat acked with %q, then its configuration with %q", first, second)
 	}
 }
+
+// A node whose configuration is out of date may not list the current
+// leader: here a spare that learnt a removal, was down while the removed
+// member came back and took over, and is then added by it. It must still
+// take a strictly newer configuration from that leader, or it never learns
+// it is a member (the simulator's membership mix: a spare refused every
+// message of its leader for the whole quiet phase).
+func TestMembershipNewerConfigurationFromOutsideOwn(t *testing.T) {
+	n := newTestNet(t, ModeQuorum, "a", "b", "c")
+	n.cfgHook = func(c *Config) { c.NoPriorityTransfer = true } // the leader stays put
+	restartAll(n)
+	leader := electLeader(t, n)
+	back := "a"
+	if leader == back {
+		back = "b"
+	}
+	joinAwaiting(n, "s")
+	command(n, leader, Command{Kind: CmdRemoveMember, Target: back})
+	n.advance(1000, 10)
+	if s := n.status("s"); slices.Contains(memberIDs(s), back) {
+		t.Fatalf("s did not learn %s's removal: %+v", back, s)
+	}
+	n.crash("s")
+	command(n, leader, Command{Kind: CmdAddMember, Target: back})
+	n.advance(2000, 10)
+	n.step(leader, &Input{Now: n.now, Commands: []Command{{Kind: CmdTransfer, Group: "g", Target: back}}})
+	n.advance(2000, 10)
+	if s := n.status(back); s.Role != RoleLeader {
+		t.Fatalf("%s did not take over: %+v", back, s)
+	}
+	n.start("s")
+	command(n, back, Command{Kind: CmdAddMember, Target: "s"})
+	n.advance(3000, 10)
+	if s := n.status("s"); s.Leader != back || !s.Voter || !slices.Contains(memberIDs(s), back) {
+		t.Fatalf("s: %+v", s)
+	}
+}
+
+// A member that missed its own addition does not know it votes. When the
+// leader then fails and its vote is needed (here s, added to a, b, c, with
+// the old leader gone), it answers the pre-votes of a candidate with a
+// newer configuration by naming its own, and the candidate sends it its
+// configuration; otherwise no majority ever forms (the simulator's
+// membership mix: two candidates splitting every term for the whole quiet
+// phase while the third vote never came).
+func TestMembershipMemberThatMissedItsAdditionVotes(t *testing.T) {
+	n := newTestNet(t, ModeQuorum, "a", "b", "c")
+	leader := electLeader(t, n)
+	joinAwaiting(n, "s")
+	n.cut[[2]string{leader, "s"}] = true
+	n.step(leader, &Input{Now: n.now, Commands: []Command{{Kind: CmdAddMember, Group: "g", Target: "s"}}})
+	n.advance(2000, 10)
+	if s := n.status(leader); !s.ConfCommitted || !slices.Contains(memberIDs(s), "s") {
+		t.Fatalf("s not added: %+v", s)
+	}
+	if s := n.status("s"); s.Voter {
+		t.Fatalf("s learnt of its addition: %+v", s)
+	}
+	n.crash(leader)
+	n.advance(15000, 10)
+	if ls := n.leaders(); len(ls) != 1 || !n.status("s").Voter {
+		t.Fatalf("leaders %v after %s's crash; s: %+v", ls, leader, n.status("s"))
+	}
+}

@@ -249,6 +249,12 @@ func (g *group) stepQuorum(e *Engine, m *wireMsg) string {
 			(confVersion{m.ConfTerm, m.ConfIndex}).before(g.conf.ver) {
 			g.confSend = true // a member removed while away learns it with the next heartbeat
 		}
+		if m.Type == typeConfig && g.conf.ver.before(confVersion{m.ConfTerm, m.ConfIndex}) {
+			// Every version was written by the leader of its term, so a newer
+			// one is news from anyone: an out-of-date configuration may not
+			// list the leader that added this member back.
+			return g.onConfig(e, m)
+		}
 		return "sender " + m.From + " is not a member"
 	}
 	if reason := g.implausibleTerm(m); reason != "" {
@@ -280,6 +286,11 @@ func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
 		g.offerConf(e) // it may not know it was removed, or whom to follow
 	}
 	if !g.voter {
+		if m.Pre && g.conf.ver.before(confVersion{m.ConfTerm, m.ConfIndex}) {
+			// The candidate's newer configuration may list us (an addition
+			// we missed) and need our vote: name ours, and it sends its own.
+			g.sendVote(e, m.Candidate, m.Term, true, false)
+		}
 		return "" // outside the configuration: no candidate counts this vote
 	}
 	if m.Pre {
@@ -352,6 +363,9 @@ func (g *group) onVote(e *Engine, m *wireMsg) string {
 		// Someone else's vote. Its term says nothing we must act on, and
 		// taking it would let one forged vote move every member to any term.
 		return ""
+	}
+	if m.Pre && !m.Granted && (confVersion{m.ConfTerm, m.ConfIndex}).before(g.conf.ver) {
+		g.offerConf(e) // the voter is behind: it may not know it is a member
 	}
 	if m.Granted && g.conf.ver.before(confVersion{m.ConfTerm, m.ConfIndex}) {
 		// The voter holds a newer configuration than ours, which may be

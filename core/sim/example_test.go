@@ -24,7 +24,7 @@ func ExampleRun() {
 	// violations: 0
 	// n4 crashed at 5470 ms: n3 elected 2369 ms later, known to all after 2477 ms
 	// n3 crashed at 13433 ms: n4 elected 2556 ms later, known to all after 2676 ms
-	// n4 crashed at 21226 ms: n3 elected 2285 ms later, known to all after 2403 ms
+	// n3 crashed at 21726 ms: n4 elected 2726 ms later, known to all after 2845 ms
 }
 
 // BenchmarkFaultMix reports seeds per second of the fault mix on one core.
