@@ -36,7 +36,7 @@ help:
 	@echo "make demo    the guided election demo on an embedded NATS server"
 	@echo "make bench   every Go benchmark once (BENCHTIME=$(BENCHTIME))"
 	@echo "make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME)"
-	@echo "make soak    a long simulation (SOAK_SEEDS=$(SOAK_SEEDS) seeds per mode: fault mix + failover, then the targeted schedule)"
+	@echo "make soak    a long simulation (SOAK_SEEDS=$(SOAK_SEEDS) seeds per mode: fault mix + failover, the targeted schedule, then (quorum) every seed changing membership)"
 	@echo "make mutants mutate the core, one known bug at a time, and show the simulator catches each (core/sim/mutants)"
 
 build: $(BIN)
@@ -101,6 +101,7 @@ soak: build
 	$(BIN) sim --mode quorum --first-seed 20001 --seeds $(SOAK_SEEDS) $(if $(SOAK_NODES),--nodes $(SOAK_NODES))
 	$(BIN) sim --mode bully --first-seed 20001 --seeds $(SOAK_SEEDS) $(if $(SOAK_NODES),--nodes $(SOAK_NODES))
 	$(BIN) sim --mode quorum --scenario faults --targeted --first-seed 20001 --seeds $(SOAK_SEEDS) $(if $(SOAK_NODES),--nodes $(SOAK_NODES))
+	$(BIN) sim --mode quorum --scenario faults --membership --first-seed 20001 --seeds $(SOAK_SEEDS) $(if $(SOAK_NODES),--nodes $(SOAK_NODES))
 	$(BIN) sim --mode bully --scenario faults --targeted --first-seed 20001 --seeds $(SOAK_SEEDS) $(if $(SOAK_NODES),--nodes $(SOAK_NODES))
 
 # Each mutation of the core (core/sim/mutants/main.go) must be caught by the

@@ -70,6 +70,7 @@ func TestCLIErrors(t *testing.T) {
 		{"status unreachable", []string{"status", "--group", "g", "--broker", deadPort}, exitTransport, "cannot reach NATS"},
 		{"status without group", []string{"status"}, exitUsage, "--group"},
 		{"sim bad seeds", []string{"sim", "--seeds", "0"}, exitUsage, "--seeds"},
+		{"sim membership in bully mode", []string{"sim", "--mode", "bully", "--membership"}, exitUsage, "--membership"},
 		{"demo too few agents", []string{"demo", "--agents", "2"}, exitUsage, "--agents"},
 		{"broker bad listen", []string{"broker", "--listen", "nowhere"}, exitUsage, "--listen"},
 		{"join in bully mode", []string{"run", "--group", "g", "--mode", "bully", "--join"}, exitUsage, "--join is for quorum mode"},
@@ -163,6 +164,15 @@ func TestSimCommand(t *testing.T) {
 	}
 	if strings.Contains(stderr, "\r") {
 		t.Fatalf("progress bar drawn on a non-terminal stderr: %q", stderr)
+	}
+	// The membership mix: changes commit, nothing breaks.
+	code, stdout, stderr = runCLI(t, 2*time.Minute, nil, "sim", "--membership", "--scenario", "faults", "--seeds", "10", "--json")
+	var mem struct {
+		Violations    int   `json:"violations"`
+		ConfigChanges int64 `json:"config_changes"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &mem); code != 0 || err != nil || mem.Violations != 0 || mem.ConfigChanges == 0 {
+		t.Fatalf("sim --membership: exit %d, %+v, %v\n%s\n%s", code, mem, err, stdout, stderr)
 	}
 	// Replay one seed: a trace is printed.
 	code, stdout, _ = runCLI(t, time.Minute, nil, "sim", "--seed", "3", "--scenario", "failover", "--nodes", "3", "--cycles", "2")

@@ -30,6 +30,7 @@ type simOptions struct {
 	adversary bool   // keygen.go's authentication: --adversary
 	auth      string // and --auth
 	targeted  bool
+	members   bool // --membership
 }
 
 func newSimCmd() *cobra.Command {
@@ -51,6 +52,12 @@ election. Other scenarios: faults, failover, resign, heal.
 --targeted adds the targeted adversarial schedule to the fault mix
 (core/sim/targeted.go).
 
+--membership (quorum mode) makes every fault-mix seed change the
+configuration: spare agents waiting to be added, members added, removed
+(the leader too) and replaced while the faults run, and a member that
+missed a change told to campaign as the leader crashes
+(core/sim/membership.go). Without it most quorum seeds have a few changes.
+
 --seed S replays one seed with its full trace printed. A violation makes sim
 exit 1 after printing the seed and the command that replays it.`,
 		Args: cobra.NoArgs,
@@ -71,6 +78,7 @@ exit 1 after printing the seed and the command that replays it.`,
 	f.BoolVar(&o.noBar, "no-progress", false, "no progress on stderr (a bar on a terminal, else a line every 5s with an ETA)")
 	f.BoolVar(&o.adversary, "adversary", false, "add an attacker that forges, replays and floods messages (core/sim/adversary.go)")
 	f.BoolVar(&o.targeted, "targeted", false, "add the targeted adversarial schedule to the fault mix (core/sim/targeted.go): opposite clock drift, leader cut off with a minority, late votes, crash loops, partial resigns")
+	f.BoolVar(&o.members, "membership", false, "every fault-mix seed changes the configuration (quorum; core/sim/membership.go): spares added, members and leaders removed, replacements, stale candidates")
 	f.StringVar(&o.auth, "auth", "", "authentication of the simulated swarm: off, hmac or ed25519 (default hmac with --adversary, else off)")
 	return c
 }
@@ -98,6 +106,7 @@ type simReport struct {
 	LivenessMs           *statsJSON      `json:"liveness_ms,omitempty"`
 	Elections            int64           `json:"elections"`
 	SplitBrains          int64           `json:"split_brains"`
+	ConfigChanges        int64           `json:"config_changes"` // committed membership changes (quorum fault mix)
 	VirtualMs            int64           `json:"virtual_ms"`
 	Steps                int64           `json:"steps"`
 	ElapsedMs            int64           `json:"elapsed_ms"`
@@ -147,6 +156,9 @@ func (o *simOptions) validate() ([]sim.Scenario, error) {
 	if o.targeted && o.scenario != "all" && o.scenario != "faults" {
 		return nil, usageErrorf("--targeted adds to the fault mix: want --scenario all or faults")
 	}
+	if o.members && (o.mode != string(core.ModeQuorum) || o.scenario != "all" && o.scenario != "faults") {
+		return nil, usageErrorf("--membership adds to the fault mix in quorum mode: want --mode quorum and --scenario all or faults")
+	}
 	switch o.scenario {
 	case "all":
 		return []sim.Scenario{sim.ScenarioFaults, sim.ScenarioFailover}, nil
@@ -158,7 +170,8 @@ func (o *simOptions) validate() ([]sim.Scenario, error) {
 
 func (o *simOptions) options(sc sim.Scenario) sim.Options {
 	return sim.Options{Mode: core.Mode(o.mode), Scenario: sc, Nodes: o.nodes, Cycles: o.cycles,
-		Adversary: o.adversary, Targeted: o.targeted && sc == sim.ScenarioFaults, Config: core.Config{Auth: core.AuthMode(o.auth)}}
+		Adversary: o.adversary, Targeted: o.targeted && sc == sim.ScenarioFaults, Membership: o.members && sc == sim.ScenarioFaults,
+		Config: core.Config{Auth: core.AuthMode(o.auth)}}
 }
 
 // replayCmd is the command line that replays seed.
@@ -178,6 +191,9 @@ func (o *simOptions) replayCmd(seed uint64, sc sim.Scenario) string {
 	}
 	if o.targeted && sc == sim.ScenarioFaults {
 		s += " --targeted"
+	}
+	if o.members && sc == sim.ScenarioFaults {
+		s += " --membership"
 	}
 	return s
 }
@@ -265,6 +281,7 @@ func (o *simOptions) run(stdout, stderr io.Writer) error {
 		}
 		rep.Elections += r.Elections
 		rep.SplitBrains += r.SplitBrains
+		rep.ConfigChanges += r.ConfigChanges
 		rep.VirtualMs += r.VirtualMs
 		rep.Steps += r.Steps
 		hashes = append(hashes, r.TraceHash)
@@ -332,7 +349,8 @@ func printSimTable(w io.Writer, r *simReport) {
 		row("liveness after faults", *r.LivenessMs, " ms")
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nelections %d, split brains (bully, partitioned: allowed) %d, violations %d; replay a seed: electhost sim --seed S --scenario ...\n", r.Elections, r.SplitBrains, len(r.Violations))
+	fmt.Fprintf(w, "\nelections %d, split brains (bully, partitioned: allowed) %d, committed membership changes %d, violations %d; replay a seed: electhost sim --seed S --scenario ...\n",
+		r.Elections, r.SplitBrains, r.ConfigChanges, len(r.Violations))
 }
 
 // humanDuration prints milliseconds in the largest sensible unit:

@@ -23,6 +23,13 @@ const (
 	// granted a vote, campaigned) while its application, told by the events,
 	// still believed it led.
 	InvLeadership = "leadership-events"
+	// InvConfig: a configuration invariant broke (membership.go): two
+	// member sets under one version, a persisted version gone back, two
+	// configurations committed at one index or consecutive ones differing
+	// by more than one member, a committed configuration lost by a later
+	// leader, a leader or candidate outside its configuration, a
+	// configuration reported committed that no majority of it holds.
+	InvConfig = "configuration"
 )
 
 // pubMsg is the part of a wire message the checker reads.
@@ -30,6 +37,8 @@ type pubMsg struct {
 	Type, Candidate, To string
 	Term                uint64
 	Pre, Granted        bool
+	ConfTerm, ConfIndex uint64
+	Members             []string // config messages
 }
 
 // parsePub reads a payload the core published. Its strings are checked names
@@ -49,17 +58,36 @@ func parsePub(p []byte) (m pubMsg, ok bool) {
 		return string(v[:j])
 	}
 	m.Type, m.Candidate, m.To = str("type"), str("candidate"), str("to")
-	if i := bytes.Index(p, []byte(`"term":`)); i >= 0 {
-		v := p[i+len(`"term":`):]
+	num := func(key string, dst *uint64) bool {
+		k := `"` + key + `":`
+		i := bytes.Index(p, []byte(k))
+		if i < 0 {
+			return true
+		}
+		v := p[i+len(k):]
 		j := 0
 		for j < len(v) && v[j] >= '0' && v[j] <= '9' {
 			j++
 		}
 		t, err := strconv.ParseUint(string(v[:j]), 10, 64)
-		if err != nil {
+		*dst = t
+		return err == nil
+	}
+	if !num("term", &m.Term) || !num("conf_term", &m.ConfTerm) || !num("conf_index", &m.ConfIndex) {
+		return m, false
+	}
+	if i := bytes.Index(p, []byte(`"members":[`)); i >= 0 {
+		v := p[i+len(`"members":[`):]
+		j := bytes.IndexByte(v, ']')
+		if j < 0 {
 			return m, false
 		}
-		m.Term = t
+		for _, q := range bytes.Split(v[:j], []byte{','}) {
+			if len(q) < 2 || q[0] != '"' || q[len(q)-1] != '"' {
+				return m, false
+			}
+			m.Members = append(m.Members, string(q[1:len(q)-1]))
+		}
 	}
 	m.Pre = bytes.Contains(p, []byte(`"pre":true`))
 	m.Granted = bytes.Contains(p, []byte(`"granted":true`))
@@ -111,6 +139,7 @@ func (w *world) checkPublish(n *node, payload []byte) {
 	if !m.Pre && m.Term > n.persisted.Term {
 		w.violation(InvPersist, fmt.Sprintf("%s sent %s of term %d with persisted term %d", n.id, m.Type, m.Term, n.persisted.Term), n.idx)
 	}
+	w.publishedConf(n, &m)
 	var term uint64
 	var cand string
 	switch {
@@ -188,8 +217,12 @@ func (w *world) onEvent(n *node, ev *core.Event) {
 		r := ev.Reason
 		if strings.HasPrefix(r, "malformed") || strings.HasPrefix(r, "unknown type") ||
 			strings.HasPrefix(r, "oversized") || strings.HasPrefix(r, "join") || strings.HasPrefix(r, "wrong group") ||
-			strings.HasPrefix(r, "sender") || strings.Contains(r, " sent by ") {
+			strings.HasPrefix(r, "sender") && !w.outsider(n, r) || strings.Contains(r, " sent by ") {
 			w.violation(InvWire, n.id+" rejected a payload the core produced: "+r, n.idx)
+		}
+	case core.EventConfig:
+		if w.conf != nil && ev.Reason == "committed" {
+			w.reportedCommitted(n, ev)
 		}
 	}
 }

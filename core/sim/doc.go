@@ -68,6 +68,17 @@
 // state. Half the seeds give the nodes a HandoffHoldMs of up to half an
 // election timeout.
 //
+// In quorum mode, four seeds in five also change the configuration while
+// all that runs (membership.go; every seed with Options.Membership): up to
+// two spare nodes (s0, s1) boot waiting to be added (Config.AwaitConfig);
+// members are added, removed (the leader, a crashed one, any) and replaced,
+// one change at a time, asked at the leader or at any node (which forwards
+// it), and asked again until committed; the swarm keeps 3–7 voters. When a
+// change commits while a member of it has not persisted it, half the time
+// the leader crashes at once, configuration messages are kept from that
+// member for two election timeouts and it is told to campaign: only the
+// election restriction keeps it from leading without the change.
+//
 // Options.Targeted adds the targeted adversarial schedule (targeted.go),
 // which aims faults where the lease and vote rules are thinnest: clocks at
 // opposite extremes of the drift bound, the leader cut off with a minority
@@ -105,10 +116,23 @@
 //   - Leadership events (quorum): a node whose application was told it
 //     leads term T (and not told it stepped down) never acks, grants a vote
 //     or campaigns in a later term.
+//   - Configurations (quorum, from what nodes persist and publish; see
+//     membership.go): one member set per version (term, index); a node's
+//     persisted version never goes back; a configuration message is covered
+//     by its sender's persisted version; a version is committed once a
+//     majority of its members persisted it in its term, and then no other
+//     configuration is committed at its index, the nearest committed ones
+//     differ from it by at most one member, and every leader of a later
+//     term starts from it or a descendant (index at least its own, the same
+//     members at its index); a leader is a member of its configuration and
+//     nobody campaigns outside the configuration its request carries; a
+//     configuration the core reports committed is committed.
 //   - Liveness: once the faults stop (the network is whole, every node is up
 //     and every message sent during the fault phase has arrived), a leader is
-//     elected and known to every node within [LivenessBound], and from then
-//     on the swarm is never without an agreed leader for longer than that.
+//     elected and known to every node within [LivenessBound] (with
+//     membership changes: every node of the leader's configuration; removed
+//     nodes and spares never added need not know it), and from then on the
+//     swarm is never without an agreed leader for longer than that.
 //   - The core never rejects a payload the core produced, and a Stepper never
 //     fails.
 //

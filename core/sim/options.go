@@ -93,6 +93,11 @@ type Options struct {
 	// timeouts, crash-restart loops, pauses, and resignations and transfers
 	// that reach only some members.
 	Targeted bool `json:"targeted,omitempty"`
+	// Membership makes every seed of the fault mix (quorum mode) change the
+	// configuration: spare nodes waiting to be added and several changes
+	// (membership.go). Without it, the drawn fault mix of a quorum seed
+	// has them most of the time, fewer and sometimes none.
+	Membership bool `json:"membership,omitempty"`
 	// BatchMs bounds the hosts' batching windows: each node life steps after
 	// a window of up to BatchMs (0 for a third of the lives), collecting what
 	// arrives meanwhile. 0 draws it from the seed in the fault mix (none in
@@ -116,11 +121,17 @@ type FaultMix struct {
 	Pauses       int     `json:"pauses"`         // a node's process frozen (GC, SIGSTOP) for a heartbeat interval plus up to 3 election timeouts
 	Replays      int     `json:"replays"`        // a real message delivered again, arbitrarily long after it was sent
 	SaveFail     float64 `json:"save_fail"`      // a save fails (the host's core.PersistGate holds the group's publishes until one succeeds)
+	// Quorum mode: Spares nodes start waiting to be added (Config.AwaitConfig)
+	// and Changes membership changes (add, remove, replace; at the leader or
+	// forwarded by any node) are asked for during the fault phase
+	// (membership.go).
+	Spares  int `json:"spares,omitempty"`
+	Changes int `json:"changes,omitempty"`
 }
 
 // drawFaults picks a fault mix from the seed: calm seeds (so that bully's
 // connected-network safety is exercised) as well as hostile ones.
-func drawFaults(r *rand.Rand, et int64) *FaultMix {
+func drawFaults(r *rand.Rand, et int64, mode core.Mode, membership bool) *FaultMix {
 	f := &FaultMix{OutlierMaxMs: 3 * et}
 	intensity := r.IntN(4) // 0 calm .. 3 hostile
 	probs := [...]float64{0, 0.005, 0.03, 0.15}
@@ -135,6 +146,13 @@ func drawFaults(r *rand.Rand, et int64) *FaultMix {
 	f.Pauses = r.IntN(intensity + 1)
 	f.Replays = r.IntN(4*intensity + 1)
 	f.SaveFail = probs[r.IntN(intensity+1)]
+	switch {
+	case mode != core.ModeQuorum:
+	case membership:
+		f.Spares, f.Changes = 1+r.IntN(2), 2+r.IntN(7)
+	case r.IntN(5) > 0:
+		f.Spares, f.Changes = r.IntN(3), 1+r.IntN(2*intensity+2)
+	}
 	return f
 }
 
@@ -170,6 +188,9 @@ func (o Options) normalize() (*setup, error) {
 	}
 	if s.Targeted && s.Scenario != ScenarioFaults {
 		return nil, errors.New("sim: the targeted schedule is part of the fault mix (scenario faults)")
+	}
+	if s.Membership && (s.Scenario != ScenarioFaults || s.Mode != core.ModeQuorum) {
+		return nil, errors.New("sim: membership changes are part of the fault mix in quorum mode (bully mode has no configuration)")
 	}
 	// The seed's own stream for drawing the setup; the run uses others.
 	r := rand.New(rand.NewPCG(s.Seed, 0x5e7a9))
@@ -265,7 +286,7 @@ func (o Options) normalize() (*setup, error) {
 			s.FaultMs = 8 * cfg.ElectionTimeoutMs
 		}
 		if s.Faults == nil {
-			s.Faults = drawFaults(r, cfg.ElectionTimeoutMs)
+			s.Faults = drawFaults(r, cfg.ElectionTimeoutMs, s.Mode, s.Membership)
 		} else {
 			f := *s.Faults
 			if f.OutlierMaxMs <= 0 {
@@ -274,6 +295,18 @@ func (o Options) normalize() (*setup, error) {
 			s.Faults = &f
 		}
 		s.faultEnd = s.FaultMs
+		if s.Faults.Spares < 0 || s.Faults.Changes < 0 || (s.Faults.Spares > 0 || s.Faults.Changes > 0) && s.Mode != core.ModeQuorum {
+			return nil, errors.New("sim: spares and membership changes need quorum mode")
+		}
+		// Spares, named s0, s1, …, wait to be added (their Members: the
+		// initial ones, from which they learn their first configuration).
+		for i := range s.Faults.Spares {
+			s.ids = append(s.ids, fmt.Sprintf("s%d", i))
+			s.prios = append(s.prios, s.prios[0])
+		}
+		if s.Nodes+s.Faults.Spares > core.MaxMembers {
+			return nil, fmt.Errorf("sim: %d nodes and %d spares", s.Nodes, s.Faults.Spares)
+		}
 	}
 	// A message is handled up to one batching window after it arrives.
 	s.bound = livenessBound(s.Mode, cfg, s.dmax+s.batchMax)

@@ -47,6 +47,14 @@ type Result struct {
 	SplitBrains int64 `json:"split_brains"`
 	// Injected counts the adversary's deliveries (forgeries and replays).
 	Injected int64 `json:"injected,omitempty"`
+	// ConfigCommands counts the membership changes asked for (retries
+	// included); ConfigChanges the committed configurations whose members
+	// differ from the committed one before.
+	ConfigCommands int64 `json:"config_commands,omitempty"`
+	ConfigChanges  int64 `json:"config_changes,omitempty"`
+	// StaleCampaigns counts the leaders crashed right after a change
+	// committed, with a member that lacks it told to campaign.
+	StaleCampaigns int64 `json:"stale_campaigns,omitempty"`
 
 	// FirstLeaderMs is when the swarm first agreed on a leader (measuring
 	// scenarios); LivenessMs is how long after the faults ended it agreed
@@ -176,6 +184,10 @@ type Report struct {
 	Elections  int64       `json:"elections"`
 	// SplitBrains: bully elections in one term while the network was split.
 	SplitBrains int64 `json:"split_brains"`
+	// ConfigChanges: committed membership changes (fault mix, quorum);
+	// MembershipSeeds: the seeds whose fault mix asked for changes.
+	ConfigChanges   int64 `json:"config_changes,omitempty"`
+	MembershipSeeds int   `json:"membership_seeds,omitempty"`
 	// FailoverElected: crash → new leader elected; FailoverKnown: crash →
 	// every live node knows it.
 	FailoverElected Stats `json:"failover_elected_ms"`
@@ -262,6 +274,10 @@ func Aggregate(results []*Result) *Report {
 		r.VirtualMs += res.VirtualMs
 		r.Elections += res.Elections
 		r.SplitBrains += res.SplitBrains
+		r.ConfigChanges += res.ConfigChanges
+		if res.Faults != nil && res.Faults.Changes > 0 {
+			r.MembershipSeeds++
+		}
 		for _, f := range res.Failovers {
 			foE = append(foE, sample{f.ElectedMs, res.Seed})
 			foK = append(foK, sample{f.KnownMs, res.Seed})

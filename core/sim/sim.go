@@ -158,6 +158,15 @@ type node struct {
 
 	maxTerm uint64            // highest term it persisted, across restarts
 	votes   map[uint64]string // the vote it cast in each term, across restarts
+
+	// Its configuration (quorum): the members it persisted (Config.Members
+	// before any), the highest version it persisted across restarts, and
+	// the state its last step offered to persist (what it holds in memory).
+	members       []string
+	membersBefore []string // members and version when the step began (its refusals rest on them ...
+	verBefore     version  // ... or on a configuration it passed through)
+	maxConf       version
+	offered       *core.GroupState
 }
 
 type world struct {
@@ -194,6 +203,8 @@ type world struct {
 	changed       bool
 
 	terms map[uint64]leaderAt // quorum/bully: who led each term, and when
+	conf  *confState          // quorum: every configuration (membership.go)
+	mem   *membership         // the membership-change schedule, if any
 
 	adv   *adversary // Options.Adversary
 	tgt   *targeted  // Options.Targeted
@@ -220,16 +231,19 @@ func run(o Options) (*Result, error) {
 		setup: s,
 		net:   rand.New(rand.NewPCG(s.Seed, 0x6e6574)),
 		flt:   rand.New(rand.NewPCG(s.Seed, 0x666c74)),
-		byID:  make(map[string]int, s.Nodes),
+		byID:  make(map[string]int, len(s.ids)),
 		terms: make(map[uint64]leaderAt),
 		h:     sha256.New(),
 		res: &Result{Seed: s.Seed, Mode: s.Mode, Scenario: s.Scenario, Nodes: s.Nodes,
 			HeartbeatMs: s.cfg.HeartbeatMs, ElectionTimeoutMs: s.cfg.ElectionTimeoutMs,
 			LatencyMs: s.latency, JitterMs: s.jitter, BoundMs: s.bound, Faults: s.Faults},
-		knownCount: make([]int, s.Nodes),
+		knownCount: make([]int, len(s.ids)),
+	}
+	if s.Mode == core.ModeQuorum {
+		w.conf = newConfState(s)
 	}
 	if s.Record {
-		w.trace = &Trace{Nodes: make([]NodeTrace, s.Nodes)}
+		w.trace = &Trace{Nodes: make([]NodeTrace, len(s.ids))}
 	}
 	w.wallBase = 1_700_000_000_000 + w.flt.Int64N(100_000_000_000)
 	if w.flt.IntN(8) == 0 {
@@ -245,13 +259,14 @@ func run(o Options) (*Result, error) {
 		}
 		// With opposite clocks, half the nodes (at least one) run fast by
 		// the whole drift bound and the others slow by it.
-		fast = w.flt.Perm(s.Nodes)[:max(s.Nodes/2, 1)]
+		fast = w.flt.Perm(len(s.ids))[:max(len(s.ids)/2, 1)]
 	}
 	w.res.BatchMs, w.res.Clocks = s.batchMax, w.clocks.String()
 	for i, id := range s.ids {
 		cfg := s.cfg
 		cfg.ID = id
 		cfg.Priority = s.prios[i]
+		cfg.AwaitConfig = i >= s.Nodes // a spare
 		s.authKeys(&cfg)
 		n := &node{idx: i, id: id, cfg: cfg, wakeAt: -1, known: -1, votes: map[uint64]string{}}
 		if w.clocks == clocksOpposite {
@@ -277,6 +292,9 @@ func run(o Options) (*Result, error) {
 	}
 	if s.Targeted && s.Scenario == ScenarioFaults {
 		w.tgt = newTargeted(w)
+	}
+	if s.Scenario == ScenarioFaults && s.Faults.Changes > 0 {
+		newMembership(w)
 	}
 	defer w.closeAll()
 	if err := w.loop(); err != nil {
@@ -448,6 +466,15 @@ func (w *world) start(n *node) error {
 	}
 	_, n.reuseOut = st.(native)
 	n.st, n.up, n.joinPending = st, true, true
+	if n.persisted.ConfIndex == 0 && n.cfg.AwaitConfig {
+		// A spare starts with the group's current members, to learn its
+		// first configuration from.
+		n.cfg.Members = slices.Clone(w.latestMembers())
+	}
+	if n.persisted.ConfIndex == 0 {
+		n.members = n.cfg.Members
+	}
+	n.offered = nil
 	n.drv = w.driver(n) // unsaved state died with the previous process
 	n.life++
 	// Every life gets its own clock origin; the rate is the node's for the
@@ -500,6 +527,9 @@ func (w *world) driver(n *node) core.Driver {
 				return errSaveFailed
 			}
 			w.checkPersist(n, p)
+			if w.conf != nil {
+				w.persistConf(n, p)
+			}
 			n.persisted = p
 			return nil
 		},
@@ -557,14 +587,26 @@ func (w *world) setKnown(n *node, k int) {
 }
 
 // agreed returns the leader every live node knows, if there is exactly one
-// live leader and every live node knows it; else -1.
+// live leader and every live node knows it; else -1. With membership
+// changes, every live member of the leader's configuration.
 func (w *world) agreed() int {
 	if w.leaders != 1 || w.live == 0 {
 		return -1
 	}
 	l := w.leaderSum
-	if !w.nodes[l].up || w.knownCount[l] != w.live {
+	if !w.nodes[l].up {
 		return -1
+	}
+	if w.Scenario != ScenarioFaults || w.Faults.Spares+w.Faults.Changes == 0 {
+		if w.knownCount[l] != w.live {
+			return -1
+		}
+		return l
+	}
+	for _, n := range w.nodes {
+		if n.up && n.known != l && w.inLeaderConf(w.nodes[l], n) {
+			return -1
+		}
 	}
 	return l
 }
@@ -611,11 +653,23 @@ func (w *world) step(n *node) error {
 		return nil
 	}
 	// Election safety is the engine's own claim, checked before the host
-	// filters what its application hears.
+	// filters what its application hears; so is the configuration a new
+	// leader starts from.
+	if k := len(out.Persist); k > 0 {
+		st := out.Persist[k-1]
+		n.offered = &st
+	}
 	for i := range out.Events {
 		if ev := &out.Events[i]; ev.Kind == core.EventBecameLeader {
 			w.res.Elections++
 			w.checkElection(n, ev.Term)
+			if w.conf != nil {
+				st := n.persisted
+				if n.offered != nil {
+					st = *n.offered
+				}
+				w.electedConf(n, ev.Term, st)
+			}
 		}
 	}
 	// Then the host's core.Driver: persist, publish, events. A crash in the
@@ -626,6 +680,7 @@ func (w *world) step(n *node) error {
 		n.budget = w.flt.IntN(len(out.Publishes) + 1)
 	}
 	n.sent = n.sent[:0]
+	n.membersBefore, n.verBefore = n.members, version{n.persisted.ConfTerm, n.persisted.ConfIndex}
 	held, _ := n.drv.Apply(out)
 	if held > 0 {
 		w.res.Dropped += int64(held * (len(w.nodes) - 1))
@@ -803,7 +858,7 @@ func (w *world) deliver(ev *event) {
 		w.markDirty(ev.sentAt, w.now)
 		return
 	}
-	if w.outage > 0 || w.cut(int(ev.from), int(ev.node)) {
+	if w.outage > 0 || w.cut(int(ev.from), int(ev.node)) || w.mem != nil && w.mem.dropConfig(n.idx, ev.payload) {
 		w.res.Dropped++
 		w.markDirty(ev.sentAt, w.now)
 		return

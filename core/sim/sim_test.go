@@ -43,8 +43,11 @@ func runSuite(t *testing.T, o Options, first uint64) *Report {
 		}
 		t.Errorf("%s\nreplay: sim.Run(sim.Options{Seed: %d, Mode: %q, Targeted: %v})\n%s", v, v.Seed, mode, o.Targeted, v.Excerpt)
 	}
-	t.Logf("%s: %d seeds, %d steps, %.0f virtual hours, %d elections, %d bully split-brain elections in split networks, liveness after the faults %+v",
-		mode, rep.Seeds, rep.Steps, float64(rep.VirtualMs)/3.6e6, rep.Elections, rep.SplitBrains, rep.Liveness)
+	t.Logf("%s: %d seeds (%d with membership changes: %d committed), %d steps, %.0f virtual hours, %d elections, %d bully split-brain elections in split networks, liveness after the faults %+v",
+		mode, rep.Seeds, rep.MembershipSeeds, rep.ConfigChanges, rep.Steps, float64(rep.VirtualMs)/3.6e6, rep.Elections, rep.SplitBrains, rep.Liveness)
+	if mode == core.ModeQuorum && (rep.MembershipSeeds < rep.Seeds/2 || rep.ConfigChanges < int64(rep.MembershipSeeds)/2) {
+		t.Errorf("%d of %d seeds change membership, %d changes committed: the membership mix is too tame", rep.MembershipSeeds, rep.Seeds, rep.ConfigChanges)
+	}
 	return rep
 }
 
@@ -115,6 +118,55 @@ func TestFaultsHappen(t *testing.T) {
 			dropped, dups, outliers, crashes, pauses, replayed, saveFails, batched, early)
 	}
 	t.Logf("40 seeds: %d pauses, %d replays, %d failed saves, %d batched steps, %d early Now reads", pauses, replayed, saveFails, batched, early)
+}
+
+// TestMembershipHappens checks that the membership mix (Options.Membership)
+// does what membership.go says: spares added, a leader removing itself
+// (a resign with remove), changes forwarded by followers, nodes restarted
+// with a persisted configuration, stale candidates told to campaign.
+func TestMembershipHappens(t *testing.T) {
+	var changes, stale, sparesAdded, leaderRemovals, forwarded, confRestarts int64
+	for s := range uint64(40) {
+		res, err := Run(Options{Seed: s + 1, Membership: true, Record: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range res.Violations {
+			t.Errorf("%s", v)
+		}
+		changes += res.ConfigChanges
+		stale += res.StaleCampaigns
+		for _, n := range res.Trace.Nodes {
+			for _, st := range n.Steps {
+				if st.Fresh && len(st.Input.Join) > 0 && st.Input.Join[0].State.ConfIndex > 0 {
+					confRestarts++
+				}
+				var out core.Output
+				if _, err := out.UnmarshalMsg(st.Output); err != nil {
+					t.Fatal(err)
+				}
+				for _, ev := range out.Events {
+					if ev.Kind == core.EventConfig && ev.Reason == "committed" && slices.ContainsFunc(ev.Members, func(id string) bool { return id[0] == 's' }) {
+						sparesAdded++
+					}
+				}
+				for _, p := range out.Publishes {
+					switch {
+					case bytes.Contains(p.Payload, []byte(`"type":"resign"`)) && bytes.Contains(p.Payload, []byte(`"remove":true`)):
+						leaderRemovals++
+					case bytes.Contains(p.Payload, []byte(`"type":"change"`)):
+						forwarded++
+					}
+				}
+			}
+		}
+	}
+	if changes == 0 || stale == 0 || sparesAdded == 0 || leaderRemovals == 0 || forwarded == 0 || confRestarts == 0 {
+		t.Errorf("40 seeds: %d committed changes, %d stale candidates, %d commits with a spare, %d leaders removing themselves, %d forwarded requests, %d restarts with a configuration: something never happens",
+			changes, stale, sparesAdded, leaderRemovals, forwarded, confRestarts)
+	}
+	t.Logf("40 seeds: %d committed changes, %d stale candidates, %d commits with a spare, %d leaders removing themselves, %d forwarded requests, %d restarts with a configuration",
+		changes, stale, sparesAdded, leaderRemovals, forwarded, confRestarts)
 }
 
 // TestDeterministic: the same seed gives a byte-identical trace, twice; the

@@ -1,6 +1,6 @@
 // Command mutants shows that the simulator's checker catches real bugs: for
-// each mutation below it builds the simulator against a core with one exact
-// source change (go run -overlay: the repository is never modified, and the
+// each mutation below it builds the simulator against a core with exact
+// source changes (go run -overlay: the repository is never modified, and the
 // production code has no hook for it) and runs the CI's simulation suites,
 // seed by seed, until an invariant breaks. A mutation that survives the
 // whole CI seed budget fails the command, and so does one whose original
@@ -28,7 +28,8 @@ import (
 	"github.com/electcore/electcore/core/sim"
 )
 
-// mutation replaces Old by New, exactly once, in core/File.
+// mutation replaces Old by New, exactly once, in core/File. Consecutive
+// entries with one Name are one mutation of several replacements.
 type mutation struct {
 	Name, File, Old, New string
 }
@@ -55,6 +56,39 @@ var mutations = []mutation{
 	{"prevote-granted-in-lease", "quorum.go",
 		"grant := m.Term > g.term && !g.inLease(now)",
 		"grant := m.Term > g.term"},
+	// Membership (core/membership.go): the election restriction (at the
+	// voter and at the candidate, which checks it too), Ongaro's re-stamp
+	// and its commit before any change, commitment counted only for the
+	// leader's version, adoption of strictly newer versions only, and
+	// hand-offs only to a member holding the leader's configuration (chosen
+	// by the leader, checked by the successor and on its pushed votes).
+	{"election-restriction-removed", "quorum.go",
+		"\toutdated := (confVersion{m.ConfTerm, m.ConfIndex}).before(g.conf.ver)\n\tif outdated {",
+		"\toutdated := false\n\tif (confVersion{m.ConfTerm, m.ConfIndex}).before(g.conf.ver) {"},
+	{"election-restriction-removed", "quorum.go",
+		"if m.Granted && g.conf.ver.before(confVersion{m.ConfTerm, m.ConfIndex}) {",
+		"if false {"},
+	{"propose-before-restamp-commits", "membership.go",
+		"\tg.dirty = true\n\tg.confCommitted, g.confAcked = false, g.confAcked[:0]\n\tif g.removeOnLead",
+		"\tg.dirty = true\n\tg.confCommitted, g.confAcked = true, g.confAcked[:0]\n\tif g.removeOnLead"},
+	{"no-restamp-on-election", "quorum.go", // but the first, which gives the initial members a version
+		"\tg.restamp()\n",
+		"\tif g.conf.ver.index == 0 {\n\t\tg.restamp()\n\t} else {\n\t\tg.confCommitted, g.confAcked = false, g.confAcked[:0]\n\t}\n"},
+	{"commit-on-any-ack", "membership.go",
+		"\t\tg.confSend = true // it is behind: send ours with the next heartbeat\n\t\treturn\n",
+		"\t\tg.confSend = true // it is behind: send ours with the next heartbeat\n"},
+	{"adopt-any-other-version", "membership.go",
+		"if g.role == RoleLeader || !g.conf.ver.before(v) {",
+		"if g.role == RoleLeader || g.conf.ver == v {"},
+	{"handoff-to-member-behind", "group.go",
+		"now-m.lastHeard >= g.cfg.ElectionTimeoutMs || m.confVer != g.conf.ver)",
+		"now-m.lastHeard >= g.cfg.ElectionTimeoutMs)"},
+	{"handoff-to-member-behind", "quorum.go",
+		"m.To == g.cfg.ID && (!g.voter || g.conf.ver.before(confVersion{m.ConfTerm, m.ConfIndex}))",
+		"m.To == g.cfg.ID && !g.voter"},
+	{"handoff-to-member-behind", "quorum.go",
+		"if m.Granted && g.conf.ver.before(confVersion{m.ConfTerm, m.ConfIndex}) {",
+		"if m.Granted && !m.Handoff && g.conf.ver.before(confVersion{m.ConfTerm, m.ConfIndex}) {"},
 }
 
 // suite is one of the CI's simulation runs (core/sim/sim_test.go): the
@@ -146,20 +180,25 @@ func mutate(pattern string, first uint64, seeds int, baseline bool) error {
 	defer os.RemoveAll(tmp)
 
 	// The unmutated core first: a checker that fails it proves nothing.
-	var todo []mutation
+	var todo [][]mutation
 	if baseline {
-		todo = append(todo, mutation{Name: "none"})
+		todo = append(todo, []mutation{{Name: "none"}})
 	}
-	for _, m := range mutations {
-		if re.MatchString(m.Name) {
-			todo = append(todo, m)
+	for i, m := range mutations {
+		switch {
+		case !re.MatchString(m.Name):
+		case i > 0 && mutations[i-1].Name == m.Name:
+			todo[len(todo)-1] = append(todo[len(todo)-1], m)
+		default:
+			todo = append(todo, []mutation{m})
 		}
 	}
 	var survivors []string
-	for _, m := range todo {
+	for _, edits := range todo {
+		m := edits[0]
 		overlay := ""
 		if m.File != "" {
-			if overlay, err = writeOverlay(root, tmp, m); err != nil {
+			if overlay, err = writeOverlay(root, tmp, edits); err != nil {
 				return err
 			}
 		}
@@ -187,23 +226,33 @@ func mutate(pattern string, first uint64, seeds int, baseline bool) error {
 	return nil
 }
 
-// writeOverlay writes the mutated copy of m.File and the -overlay JSON that
-// puts it in place of the original.
-func writeOverlay(root, tmp string, m mutation) (string, error) {
-	orig := filepath.Join(root, "core", m.File)
-	src, err := os.ReadFile(orig)
-	if err != nil {
-		return "", err
+// writeOverlay writes the mutated copies of the files one mutation's edits
+// change and the -overlay JSON that puts them in place of the originals.
+func writeOverlay(root, tmp string, edits []mutation) (string, error) {
+	replace := map[string]string{}
+	srcs := map[string][]byte{}
+	for _, m := range edits {
+		orig := filepath.Join(root, "core", m.File)
+		src, ok := srcs[orig]
+		if !ok {
+			var err error
+			if src, err = os.ReadFile(orig); err != nil {
+				return "", err
+			}
+		}
+		if n := bytes.Count(src, []byte(m.Old)); n != 1 {
+			return "", fmt.Errorf("mutation %s: the text to replace occurs %d times in core/%s (want exactly 1): update the mutation list to the core\n%s", m.Name, n, m.File, m.Old)
+		}
+		srcs[orig] = bytes.Replace(src, []byte(m.Old), []byte(m.New), 1)
+		replace[orig] = filepath.Join(tmp, m.Name+"-"+m.File)
 	}
-	if n := bytes.Count(src, []byte(m.Old)); n != 1 {
-		return "", fmt.Errorf("mutation %s: the text to replace occurs %d times in core/%s (want exactly 1): update the mutation list to the core\n%s", m.Name, n, m.File, m.Old)
+	for orig, src := range srcs {
+		if err := os.WriteFile(replace[orig], src, 0o644); err != nil {
+			return "", err
+		}
 	}
-	mutated := filepath.Join(tmp, m.Name+"-"+m.File)
-	if err := os.WriteFile(mutated, bytes.Replace(src, []byte(m.Old), []byte(m.New), 1), 0o644); err != nil {
-		return "", err
-	}
-	j, _ := json.Marshal(map[string]map[string]string{"Replace": {orig: mutated}})
-	overlay := filepath.Join(tmp, m.Name+".json")
+	j, _ := json.Marshal(map[string]map[string]string{"Replace": replace})
+	overlay := filepath.Join(tmp, edits[0].Name+".json")
 	return overlay, os.WriteFile(overlay, j, 0o644)
 }
 
