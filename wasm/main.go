@@ -10,7 +10,7 @@
 //	    ec_input, ec_step, ec_status, ec_error, ec_reset.
 //	  - A host-driven mode (hd_*) for skill runners that only supply functions:
 //	    built with -tags electcore_hostdriven (see ABI.md for why it is a
-//	    separate build of the same package).
+//	    separate build of the same package), which leaves the Extism face out.
 //
 // Every export recovers panics and reports an error code; a trap (an
 // unrecovered fault, out of memory, a host deadline) poisons the instance and

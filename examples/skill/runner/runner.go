@@ -37,8 +37,8 @@ type Event struct {
 
 // Module is the host-driven build of electcore.wasm compiled once, with the
 // only imports it is granted: WASI (fake clocks, deterministic random, no
-// files, arguments, environment or network), inert Extism stubs, and the five
-// "electcore" functions, which route to the Runner that made the call.
+// files, arguments, environment or network) and the five "electcore"
+// functions, which route to the Runner that made the call.
 type Module struct {
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
@@ -97,22 +97,6 @@ func Load(ctx context.Context, wasm []byte) (*Module, error) {
 		runnerOf(ctx).logger.Log(ctx, slog.Level(4*(int32(s[0])-1)), string(read(m, s[1], s[2])))
 	}, []api.ValueType{i32, i32, i32}, nil)
 	if _, err := ec.Instantiate(ctx); err != nil {
-		rt.Close(ctx)
-		return nil, err
-	}
-	// The plain exports also use the Extism kernel; a skill runner never calls
-	// them, so every kernel import traps.
-	ext := rt.NewHostModuleBuilder("extism:host/env")
-	for _, def := range m.compiled.ImportedFunctions() {
-		mod, name, _ := def.Import()
-		if mod != "extism:host/env" {
-			continue
-		}
-		ext.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(context.Context, api.Module, []uint64) {
-			panic("extism kernel function " + name + " is not available in the skill runner")
-		}), def.ParamTypes(), def.ResultTypes()).Export(name)
-	}
-	if _, err := ext.Instantiate(ctx); err != nil {
 		rt.Close(ctx)
 		return nil, err
 	}

@@ -45,8 +45,8 @@ func load(t *testing.T) *Module {
 	return mod
 }
 
-// TestGrants: the module imports nothing but WASI, the five electcore
-// functions and the Extism kernel (stubbed: traps), and exports hd_*.
+// TestGrants: the module imports nothing but WASI and the five electcore
+// functions, and exports hd_*.
 func TestGrants(t *testing.T) {
 	wasm, err := os.ReadFile(testwasm.HostDriven(t))
 	if err != nil {
@@ -65,7 +65,7 @@ func TestGrants(t *testing.T) {
 		switch mod {
 		case "electcore":
 			ec = append(ec, name)
-		case "wasi_snapshot_preview1", "extism:host/env":
+		case "wasi_snapshot_preview1":
 		default:
 			t.Errorf("unexpected import %s.%s", mod, name)
 		}
