@@ -18,7 +18,7 @@ func BenchmarkVerify(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			g := &group{cfg: cfg, epoch: 1}
+			g := newGroup(cfg, GroupState{}, 0) // its configuration carries the members' keys
 			g.initAuth()
 			key := []byte(testPriv("b"))
 			if am == AuthHMAC {
@@ -63,7 +63,7 @@ func BenchmarkSeal(b *testing.B) {
 			c := Config{ID: "a", Group: "g", Members: []string{"a", "b", "c"}}
 			authConfig(&c, am, c.Members)
 			cfg, _ := c.normalize()
-			g := &group{cfg: cfg, epoch: 1}
+			g := newGroup(cfg, GroupState{}, 0) // its configuration carries the members' keys
 			g.initAuth()
 			p := []byte(`{"type":"heartbeat","group":"g","from":"a","leader":"a","priority":7,"term":3,"seq":1}`)
 			b.ReportAllocs()
