@@ -479,8 +479,8 @@ func (m *membership) ask(kind core.CommandKind, target string, attempt int, next
 
 // outsider reports whether a "sender X is not a member" refusal by n is
 // one the configuration explains: X is outside the configuration n had
-// persisted when the step began, or the one it holds at its end, or a newer
-// one, which n may have held during the step (quorum mode; bully members
+// persisted when the step began, the one it holds at its end, or one its
+// config events show it held during the step (quorum mode; bully members
 // never change).
 func (w *world) outsider(n *node, reason string) bool {
 	if w.Mode != core.ModeQuorum {
@@ -498,8 +498,8 @@ func (w *world) outsider(n *node, reason string) bool {
 			return true // held at the end of the step, saved or not
 		}
 	}
-	for v, r := range w.conf.recs {
-		if _, in := slices.BinarySearch(r.members, x); !in && n.verBefore.before(v) {
+	for _, members := range n.heldInStep {
+		if _, in := slices.BinarySearch(members, x); !in {
 			return true
 		}
 	}

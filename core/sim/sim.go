@@ -163,8 +163,8 @@ type node struct {
 	// before any), the highest version it persisted across restarts, and
 	// the state its last step offered to persist (what it holds in memory).
 	members       []string
-	membersBefore []string // members and version when the step began (its refusals rest on them ...
-	verBefore     version  // ... or on a configuration it passed through)
+	membersBefore []string   // members when the step began (its refusals rest on them ...
+	heldInStep    [][]string // ... or on those its config events show it held in the step)
 	maxConf       version
 	offered       *core.GroupState
 }
@@ -680,7 +680,12 @@ func (w *world) step(n *node) error {
 		n.budget = w.flt.IntN(len(out.Publishes) + 1)
 	}
 	n.sent = n.sent[:0]
-	n.membersBefore, n.verBefore = n.members, version{n.persisted.ConfTerm, n.persisted.ConfIndex}
+	n.membersBefore, n.heldInStep = n.members, n.heldInStep[:0]
+	for i := range out.Events {
+		if ev := &out.Events[i]; ev.Kind == core.EventConfig {
+			n.heldInStep = append(n.heldInStep, ev.Members)
+		}
+	}
 	held, _ := n.drv.Apply(out)
 	if held > 0 {
 		w.res.Dropped += int64(held * (len(w.nodes) - 1))
