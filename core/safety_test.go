@@ -293,3 +293,47 @@ func TestHoldAfterAResignWithoutSuccessor(t *testing.T) {
 		t.Fatalf("a lease %d ms after the resign, want ≥ 307 (the hold, stretched by the drift bound)", firstLease-resignAt)
 	}
 }
+
+// A member that hears its leader refuses pre-votes (Ongaro's thesis §9.6):
+// a member cut off for a while, back with a pre-vote for the next term,
+// must not win the others' pre-votes, campaign, and depose a healthy leader
+// with its higher term. Liveness, not safety (real votes are refused in
+// the lease regardless), so the simulator's bounds do not see its loss:
+// this test is what pins it.
+func TestPreVoteRefusedWhileLeaderHeard(t *testing.T) {
+	n := newTestNet(t, ModeQuorum, "a", "b", "c")
+	n.quiet = true
+	n.advance(3000, 10)
+	ls := n.leaders()
+	if len(ls) != 1 {
+		t.Fatalf("leaders %v", ls)
+	}
+	leader, _, _ := strings.Cut(ls[0], "@")
+	var voter string
+	for _, id := range n.ids {
+		if id != leader {
+			voter = id
+			break
+		}
+	}
+	st := n.status(voter)
+	term := st.Term
+	// Another follower (not the voter) asks for a pre-vote for the next term.
+	var other string
+	for _, id := range n.ids {
+		if id != leader && id != voter {
+			other = id
+		}
+	}
+	req := fmt.Sprintf(`{"type":"election","group":"g","from":"%s","candidate":"%s","priority":1,"term":%d,"pre":true,"conf_term":%d,"conf_index":%d}`,
+		other, other, term+1, st.ConfTerm, st.ConfIndex)
+	var out Output
+	n.nodes[voter].Step(&Input{Now: n.now, Inbound: []Message{{Topic: Topic("g"), Payload: []byte(req)}}}, &out)
+	var m wireMsg
+	if len(out.Publishes) != 1 || decodeWire(out.Publishes[0].Payload, &m) != nil || m.Type != typeVote || !m.Pre {
+		t.Fatalf("want one pre-vote answer, got %+v", out.Publishes)
+	}
+	if m.Granted {
+		t.Fatalf("%s granted a pre-vote for term %d while hearing leader %s: %s", voter, term+1, leader, out.Publishes[0].Payload)
+	}
+}
