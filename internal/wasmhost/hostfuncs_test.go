@@ -147,7 +147,9 @@ func TestHostDriven(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := fmt.Sprint([]string{"h1", "h2", "h3", "h4"})
-	run(now+2000, func() bool { return len(configs) == 3 && configs["h1"] == want && configs["h2"] == want && configs["h3"] == want })
+	run(now+2000, func() bool {
+		return len(configs) == 3 && configs["h1"] == want && configs["h2"] == want && configs["h3"] == want
+	})
 	if len(configs) != 3 || configs["h1"] != want || configs["h2"] != want || configs["h3"] != want {
 		t.Fatalf("committed config events %v, want %s everywhere", configs, want)
 	}
