@@ -43,8 +43,9 @@ import (
 //     away before removing a leader; it keeps "the leader is a member" true
 //     and the lease argument unchanged).
 //
-// A member learns a configuration from a config message of any member of
-// its own configuration whose version is strictly newer than its own: every
+// A member learns a configuration from a config message whose version is
+// strictly newer than its own, from any sender authentication accepts (its
+// own configuration may not list the leader that added it back): every
 // version was written by the leader of its term, so a late copy is Raft's
 // delayed AppendEntries, and taking only newer versions never undoes a
 // committed one. Leaders send their configuration with every heartbeat until
@@ -238,7 +239,7 @@ func (g *group) offerConf(e *Engine) {
 	g.sendConf(e)
 }
 
-// onConfig takes a strictly newer configuration from a member.
+// onConfig takes a strictly newer configuration.
 func (g *group) onConfig(e *Engine, m *wireMsg) string {
 	v := confVersion{m.ConfTerm, m.ConfIndex}
 	if g.role == RoleLeader || !g.conf.ver.before(v) {
