@@ -61,6 +61,9 @@ const (
 // confVersion orders configurations as Raft orders log positions.
 type confVersion struct{ term, index uint64 }
 
+// confVer is the configuration version a message carries ((0, 0): none).
+func (m *wireMsg) confVer() confVersion { return confVersion{m.ConfTerm, m.ConfIndex} }
+
 func (v confVersion) before(w confVersion) bool {
 	return v.term < w.term || v.term == w.term && v.index < w.index
 }
@@ -241,7 +244,7 @@ func (g *group) offerConf(e *Engine) {
 
 // onConfig takes a strictly newer configuration.
 func (g *group) onConfig(e *Engine, m *wireMsg) string {
-	v := confVersion{m.ConfTerm, m.ConfIndex}
+	v := m.confVer()
 	if g.role == RoleLeader || !g.conf.ver.before(v) {
 		return "" // a leader writes its own; an older or equal one says nothing new
 	}
@@ -306,7 +309,7 @@ func (g *group) restamp() {
 
 // onConfAck counts a member's ack of the leader's configuration version.
 func (g *group) onConfAck(e *Engine, m *wireMsg) {
-	if (confVersion{m.ConfTerm, m.ConfIndex}) != g.conf.ver {
+	if m.confVer() != g.conf.ver {
 		g.confSend = true // it is behind: send ours with the next heartbeat
 		return
 	}
@@ -339,7 +342,7 @@ func (g *group) checkCommit(e *Engine) {
 // followerCommitted records that the leader reports its configuration,
 // which is this member's too, as committed.
 func (g *group) followerCommitted(e *Engine, m *wireMsg) {
-	if !m.Committed || g.confCommitted || (confVersion{m.ConfTerm, m.ConfIndex}) != g.conf.ver {
+	if !m.Committed || g.confCommitted || m.confVer() != g.conf.ver {
 		return
 	}
 	g.confCommitted = true

@@ -246,10 +246,10 @@ func (g *group) stepQuorum(e *Engine, m *wireMsg) string {
 	sender := g.heard(m.From, m.Priority, now)
 	if sender == nil {
 		if m.Type == typeAck && m.Leader == g.cfg.ID && g.role == RoleLeader &&
-			(confVersion{m.ConfTerm, m.ConfIndex}).before(g.conf.ver) {
+			m.confVer().before(g.conf.ver) {
 			g.confSend = true // a member removed while away learns it with the next heartbeat
 		}
-		if m.Type == typeConfig && g.conf.ver.before(confVersion{m.ConfTerm, m.ConfIndex}) {
+		if m.Type == typeConfig && g.conf.ver.before(m.confVer()) {
 			// Every version was written by the leader of its term, so a newer
 			// one is news from anyone: an out-of-date configuration may not
 			// list the leader that added this member back.
@@ -281,12 +281,12 @@ func (g *group) stepQuorum(e *Engine, m *wireMsg) string {
 
 func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
 	now := e.now
-	outdated := (confVersion{m.ConfTerm, m.ConfIndex}).before(g.conf.ver)
+	outdated := m.confVer().before(g.conf.ver)
 	if outdated {
 		g.offerConf(e) // it may not know it was removed, or whom to follow
 	}
 	if !g.voter {
-		if m.Pre && g.conf.ver.before(confVersion{m.ConfTerm, m.ConfIndex}) {
+		if m.Pre && g.conf.ver.before(m.confVer()) {
 			// The candidate's newer configuration may list us (an addition
 			// we missed) and need our vote: name ours, and it sends its own.
 			g.sendVote(e, m.Candidate, m.Term, true, false)
@@ -364,10 +364,10 @@ func (g *group) onVote(e *Engine, m *wireMsg) string {
 		// taking it would let one forged vote move every member to any term.
 		return ""
 	}
-	if m.Pre && !m.Granted && (confVersion{m.ConfTerm, m.ConfIndex}).before(g.conf.ver) {
+	if m.Pre && !m.Granted && m.confVer().before(g.conf.ver) {
 		g.offerConf(e) // the voter is behind: it may not know it is a member
 	}
-	if m.Granted && g.conf.ver.before(confVersion{m.ConfTerm, m.ConfIndex}) {
+	if m.Granted && g.conf.ver.before(m.confVer()) {
 		// The voter holds a newer configuration than ours, which may be
 		// committed: we must not lead. The election restriction, checked by
 		// the candidate too: a vote pushed by a hand-off was not asked for.
@@ -475,11 +475,11 @@ func (g *group) onHeartbeat(e *Engine, m *wireMsg) string {
 	g.setLeader(e, m.Leader, m.Term)
 	g.resetElectionTimer(now)
 	g.followerCommitted(e, m)
-	if g.voter || (confVersion{m.ConfTerm, m.ConfIndex}) != g.conf.ver {
+	if g.voter || m.confVer() != g.conf.ver {
 		// Outside the configuration, ack only to show being behind (the
 		// leader then sends its configuration): the leader refuses the rest.
 		g.sendAck(e, m.Leader, m.Term, m.Seq, m.Inc)
-		g.lastAcked = ackedHeartbeat{m.Leader, m.Term, m.Seq, m.Inc, confVersion{m.ConfTerm, m.ConfIndex}}
+		g.lastAcked = ackedHeartbeat{m.Leader, m.Term, m.Seq, m.Inc, m.confVer()}
 	}
 	return ""
 }
@@ -522,8 +522,8 @@ func (g *group) onAck(e *Engine, m *wireMsg) string {
 	}
 	g.onConfAck(e, m)
 	f := g.member(m.From)
-	if f != nil && f.confVer.before(confVersion{m.ConfTerm, m.ConfIndex}) {
-		f.confVer = confVersion{m.ConfTerm, m.ConfIndex}
+	if f != nil && f.confVer.before(m.confVer()) {
+		f.confVer = m.confVer()
 	}
 	if f == nil || m.Seq <= f.ackSeq { // nil: the ack committed a change that removed its sender
 		return ""
@@ -631,7 +631,7 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 	}
 	g.role = RoleFollower
 	g.setLeader(e, "", 0)
-	if m.To == "" || g.member(m.To) == nil || m.To == g.cfg.ID && (!g.voter || g.conf.ver.before(confVersion{m.ConfTerm, m.ConfIndex})) {
+	if m.To == "" || g.member(m.To) == nil || m.To == g.cfg.ID && (!g.voter || g.conf.ver.before(m.confVer())) {
 		// (A successor behind the leader's configuration must not lead:
 		// it takes the resign as one naming nobody.)
 		// Free to vote once the resigning leader's application may have

@@ -65,10 +65,10 @@ var mutations = []mutation{
 	// hand-offs only to a member holding the leader's configuration (chosen
 	// by the leader, checked by the successor and on its pushed votes).
 	{"election-restriction-removed", "quorum.go",
-		"\toutdated := (confVersion{m.ConfTerm, m.ConfIndex}).before(g.conf.ver)\n\tif outdated {",
-		"\toutdated := false\n\tif (confVersion{m.ConfTerm, m.ConfIndex}).before(g.conf.ver) {"},
+		"\toutdated := m.confVer().before(g.conf.ver)\n\tif outdated {",
+		"\toutdated := false\n\tif m.confVer().before(g.conf.ver) {"},
 	{"election-restriction-removed", "quorum.go",
-		"if m.Granted && g.conf.ver.before(confVersion{m.ConfTerm, m.ConfIndex}) {",
+		"if m.Granted && g.conf.ver.before(m.confVer()) {",
 		"if false {"},
 	{"propose-before-restamp-commits", "membership.go",
 		"\tg.dirty = true\n\tg.confCommitted, g.confAcked = false, g.confAcked[:0]\n\tif g.removeOnLead",
@@ -86,11 +86,11 @@ var mutations = []mutation{
 		"now-m.lastHeard >= g.cfg.ElectionTimeoutMs || m.confVer != g.conf.ver)",
 		"now-m.lastHeard >= g.cfg.ElectionTimeoutMs)"},
 	{"handoff-to-member-behind", "quorum.go",
-		"m.To == g.cfg.ID && (!g.voter || g.conf.ver.before(confVersion{m.ConfTerm, m.ConfIndex}))",
+		"m.To == g.cfg.ID && (!g.voter || g.conf.ver.before(m.confVer()))",
 		"m.To == g.cfg.ID && !g.voter"},
 	{"handoff-to-member-behind", "quorum.go",
-		"if m.Granted && g.conf.ver.before(confVersion{m.ConfTerm, m.ConfIndex}) {",
-		"if m.Granted && !m.Handoff && g.conf.ver.before(confVersion{m.ConfTerm, m.ConfIndex}) {"},
+		"if m.Granted && g.conf.ver.before(m.confVer()) {",
+		"if m.Granted && !m.Handoff && g.conf.ver.before(m.confVer()) {"},
 }
 
 // suite is one of the CI's simulation runs (core/sim/sim_test.go): the
