@@ -442,7 +442,17 @@ func (g *group) holdLease(e *Engine, hold uint64) {
 
 // holdWait is how long this clock waits out a hold of the resigning
 // leader's clock (see holdLease).
+//
+// The hold comes off the wire, where anyone may have written it (with
+// authentication off, one forged resign or pushed vote carrying 2^32−1 ms
+// stopped elections, or every lease, for about 50 days), so it is bounded
+// here by this member's own safe lease (MaxLeaseMs): the resigner's
+// application must stop by the end of its lease whatever its hold, and its
+// lease plus its hold is at most that (Config.HandoffHoldMs), so no honest
+// hold is cut. That assumes, as the lease argument does, that the members
+// share their election timeout and drift bound.
 func (g *group) holdWait(hold uint64) int64 {
+	hold = min(hold, uint64(MaxLeaseMs(g.cfg.ElectionTimeoutMs, g.cfg.MaxDriftPPM)))
 	rho := g.cfg.MaxDriftPPM
 	return (int64(hold)*(1_000_000+rho) + 1_000_000 - rho - 1) / (1_000_000 - rho)
 }

@@ -337,3 +337,88 @@ func TestPreVoteRefusedWhileLeaderHeard(t *testing.T) {
 		t.Fatalf("%s granted a pre-vote for term %d while hearing leader %s: %s", voter, term+1, leader, out.Publishes[0].Payload)
 	}
 }
+
+// A resign's hold comes from the wire, so it is bounded by the receiver:
+// with authentication off anyone who can publish can forge one, and a hold
+// of 2^32−1 ms once kept every member from voting for about 50 days. A
+// forged targetless resign in the name of a crashed leader delays the next
+// election by at most the safe lease (MaxLeaseMs, the longest an honest
+// resigner's application may act), stretched by the drift bound.
+func TestForgedResignHoldIsBounded(t *testing.T) {
+	n := newTestNet(t, ModeQuorum, "a", "b", "c")
+	n.quiet = true
+	n.advance(3000, 10)
+	ls := n.leaders()
+	if len(ls) != 1 {
+		t.Fatalf("leaders %v", ls)
+	}
+	l := strings.Split(ls[0], "@")[0]
+	term := n.status(l).Term
+	n.crash(l)
+	forged := fmt.Sprintf(`{"type":"resign","group":"g","from":"%s","leader":"%s","term":%d,"hold":4294967295}`, l, l, term)
+	for _, id := range n.live() {
+		n.step(id, &Input{Now: n.now, Inbound: []Message{{Topic: Topic("g"), Payload: []byte(forged)}}})
+	}
+	forgedAt := n.now
+	n.take()
+	for n.now < forgedAt+4*DefaultElectionTimeoutMs && len(n.leaders()) == 0 {
+		n.advance(10, 10)
+	}
+	if len(n.leaders()) == 0 {
+		t.Fatalf("no leader %d ms after a forged resign with hold 2^32−1\n%s", n.now-forgedAt, n.take())
+	}
+	t.Logf("leader %v %d ms after the forged resign", n.leaders(), n.now-forgedAt)
+}
+
+// The same for the hold a pushed vote carries: one forged hand-off vote made
+// its candidate a leader that could take no lease for ~50 days (and, its
+// CheckQuorum counting from the hold's end, never stepped down), so no
+// application acted. Now a lease follows within the bounded hold. (No
+// priority hand-off: it would pass leadership on and hide the stall.)
+func TestForgedPushedVoteHoldIsBounded(t *testing.T) {
+	n := newTestNet(t, ModeQuorum, "a", "b", "c")
+	n.cfgHook = func(c *Config) { c.NoPriorityTransfer = true }
+	restartAll(n)
+	n.quiet = true
+	n.advance(3000, 10)
+	ls := n.leaders()
+	if len(ls) != 1 {
+		t.Fatalf("leaders %v", ls)
+	}
+	l := strings.Split(ls[0], "@")[0]
+	var to, from string
+	for _, id := range n.ids {
+		switch {
+		case id == l:
+		case to == "":
+			to = id
+		default:
+			from = id
+		}
+	}
+	st := n.status(to)
+	forged := fmt.Sprintf(`{"type":"vote","group":"g","from":"%s","candidate":"%s","term":%d,"granted":true,"handoff":true,"hold":4294967295,"conf_term":%d,"conf_index":%d}`,
+		from, to, st.Term+1, st.ConfTerm, st.ConfIndex)
+	n.step(to, &Input{Now: n.now, Inbound: []Message{{Topic: Topic("g"), Payload: []byte(forged)}}})
+	if s := n.status(to); s.Role != RoleLeader {
+		t.Fatalf("the forged vote did not make %s leader: %+v", to, s)
+	}
+	forgedAt := n.now
+	n.take()
+	leased := func() bool { // a lease of a later term than the one forged over
+		for id, u := range n.leaseUntil {
+			if s := n.status(id); !n.down[id] && u > n.now && s.Role == RoleLeader && s.Term > st.Term {
+				return true
+			}
+		}
+		return false
+	}
+	n.advance(10, 10)
+	for n.now < forgedAt+4*DefaultElectionTimeoutMs && !leased() {
+		n.advance(10, 10)
+	}
+	if !leased() {
+		t.Fatalf("no lease %d ms after a forged pushed vote with hold 2^32−1: leaders %v\n%s", n.now-forgedAt, n.leaders(), n.take())
+	}
+	t.Logf("leases %v %d ms after the forged vote", n.leaseUntil, n.now-forgedAt)
+}
