@@ -329,6 +329,18 @@ func (d *Daemon) Blocked(name string) bool {
 	return h != nil && time.Now().Before(h.blockedUntil)
 }
 
+// BlockedUntil reports when host's fan-out, last blocked behind a dead
+// subscriber, resumes (or resumed); zero if it has not blocked since the
+// node was (re)started.
+func (d *Daemon) BlockedUntil(name string) time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if h := d.findLocked(name); h != nil {
+		return h.blockedUntil
+	}
+	return time.Time{}
+}
+
 // Subscribers returns how many live subscriptions host's broker has on
 // topic (exact match; "" counts all). Tests use it to wait until a
 // subscriber is live, since pilot itself gives no ready signal.
