@@ -114,7 +114,7 @@ func stepBytes(b []byte) error {
 
 func encodeOut() error {
 	var err error
-	outBuf, err = out.MarshalMsg(outBuf[:0])
+	outBuf, err = core.EncodeOutput(outBuf[:0], &out)
 	if err != nil {
 		return fail(errEncode, "encode output: %v", err)
 	}

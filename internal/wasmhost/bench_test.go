@@ -78,7 +78,7 @@ func (m *msgpStepper) stepBytes() {
 	m.out.Reset()
 	m.e.Step(&m.in, &m.out)
 	var err error
-	if m.outb, err = m.out.MarshalMsg(m.outb[:0]); err != nil {
+	if m.outb, err = core.EncodeOutput(m.outb[:0], &m.out); err != nil {
 		panic(err)
 	}
 }
