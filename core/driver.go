@@ -6,7 +6,8 @@ package core
 //
 //   - Persist: every state goes through a PersistGate, so a failed save holds
 //     the group's publishes (this batch's and later ones') and the
-//     leadership that rests on it until a save succeeds.
+//     leadership and configuration events that rest on it until a save
+//     succeeds.
 //   - Publish: in order, after the persist.
 //   - Events: in order, except that a leadership the same Output revokes (a
 //     became-leader, and its leases, followed by a stepped-down of the same

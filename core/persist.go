@@ -14,17 +14,20 @@ import (
 // latest unsaved state of each group, offers it again before every later
 // batch, and holds back the group's publishes until a save succeeds. Held
 // messages are simply lost, which the protocol tolerates like any message
-// loss. Events still reach the application, except a leadership that rests
-// on an unsaved vote: its became-leader (with the lease it grants) waits
-// until the state is durable, and is dropped if the leadership ends first.
-// Everything that takes authority away (stepped-down, leader-changed, left)
-// is delivered at once.
+// loss. Events still reach the application, except those that rest on the
+// unsaved state: a leadership (its became-leader, with the lease it grants)
+// and a configuration (every EventConfig: the configuration it reports is
+// in that state, and a one-member group's "committed" rests on nothing
+// else) wait, in order, until the state is durable; a leadership that ends
+// first is dropped, and all of them if the group is left. Everything that
+// takes authority away (stepped-down, leader-changed, left) is delivered at
+// once.
 //
 // The zero value is ready to use. A host calls Apply on every Output, before
 // it publishes anything, and applies out.Events after it.
 type PersistGate struct {
 	unsaved map[string]GroupState // by group: the latest state not yet durable
-	held    map[string]Event      // by group: a became-leader not yet delivered
+	held    map[string][]Event    // by group: became-leader and config events not yet delivered, in order
 }
 
 // Apply saves, with save, every state in out.Persist and every state an
@@ -68,9 +71,9 @@ func (p *PersistGate) Apply(out *Output, save func(GroupState) error) (held int,
 	return held, err
 }
 
-// gateEvents holds a became-leader (and the leases that follow it) of a
-// group whose state is not durable, and releases it, first, in the first
-// Output after the state is saved.
+// gateEvents holds a group's became-leader (and the leases that follow it)
+// and config events while its state is not durable, and releases them,
+// first, in the first Output after the state is saved.
 func (p *PersistGate) gateEvents(out *Output) {
 	if len(p.unsaved) == 0 && len(p.held) == 0 {
 		return
@@ -78,25 +81,27 @@ func (p *PersistGate) gateEvents(out *Output) {
 	var events Events
 	for _, group := range slices.Sorted(maps.Keys(p.held)) { // one order on every host
 		if !p.Unsaved(group) {
-			events = append(events, p.held[group])
+			events = append(events, p.held[group]...)
 			delete(p.held, group)
 		}
 	}
 	for _, ev := range out.Events {
-		h, isHeld := p.held[ev.Group]
+		h := p.held[ev.Group]
+		leader := slices.IndexFunc(h, func(e Event) bool { return e.Kind == EventBecameLeader })
 		switch {
-		case ev.Kind == EventBecameLeader && p.Unsaved(ev.Group):
+		case (ev.Kind == EventBecameLeader || ev.Kind == EventConfig) && p.Unsaved(ev.Group):
 			if p.held == nil {
-				p.held = make(map[string]Event)
+				p.held = make(map[string][]Event)
 			}
-			p.held[ev.Group] = ev
+			p.held[ev.Group] = append(h, ev)
 			continue
-		case ev.Kind == EventLease && isHeld:
-			h.LeaseUntil = ev.LeaseUntil
-			p.held[ev.Group] = h
+		case ev.Kind == EventLease && leader >= 0:
+			h[leader].LeaseUntil = ev.LeaseUntil
 			continue
-		case ev.Kind == EventSteppedDown, ev.Kind == EventLeft:
-			delete(p.held, ev.Group) // ended before the application heard of it
+		case ev.Kind == EventSteppedDown && leader >= 0:
+			p.held[ev.Group] = slices.Delete(h, leader, leader+1) // ended before the application heard of it
+		case ev.Kind == EventLeft:
+			delete(p.held, ev.Group)
 		}
 		events = append(events, ev)
 	}

@@ -137,3 +137,67 @@ func TestPersistGateHoldsLeadership(t *testing.T) {
 		t.Fatalf("ended while unsaved: %v then %v", got, kinds(out2.Events))
 	}
 }
+
+// TestPersistGateHoldsConfigEvents: a configuration event rests on the
+// state it comes with. A group of one commits its configuration (the new
+// leader's re-stamp) in the Output that persists it, with nobody else
+// holding it: reported while that save failed, a crash would have left the
+// application told of a committed configuration no member holds. The event
+// waits for the save, after the became-leader it followed.
+func TestPersistGateHoldsConfigEvents(t *testing.T) {
+	e := NewEngine()
+	var out Output
+	if err := e.Join(GroupSpec{Config: Config{ID: "a", Group: "g", Members: []string{"a"}}}, 0, &out); err != nil {
+		t.Fatal(err)
+	}
+	var gate PersistGate
+	var durable GroupState
+	fail := true
+	save := func(s GroupState) error {
+		if fail {
+			return errors.New("EIO")
+		}
+		durable = s
+		return nil
+	}
+	gate.Apply(&out, save)
+	out.Reset()
+	e.Step(&Input{Now: 10_000}, &out)
+	committed := func(evs Events) int {
+		for i, ev := range evs {
+			if ev.Kind == EventConfig && ev.Reason == "committed" {
+				return i
+			}
+		}
+		return -1
+	}
+	if committed(out.Events) < 0 || len(out.Persist) == 0 || out.Persist[0].ConfIndex == 0 {
+		t.Fatalf("the engine committed no configuration with its state: the test no longer exercises the gate: %+v", out)
+	}
+	gate.Apply(&out, save)
+	if i := committed(out.Events); i >= 0 {
+		t.Fatalf("configuration reported committed while its state is unsaved (durable %+v): %+v", durable, out.Events[i])
+	}
+	fail = false
+	out.Reset()
+	e.Step(&Input{Now: 10_001}, &out)
+	gate.Apply(&out, save)
+	i := committed(out.Events)
+	if i < 0 || durable.ConfIndex != out.Events[i].ConfIndex {
+		t.Fatalf("after the save (durable %+v): %+v", durable, out.Events)
+	}
+	if i == 0 || out.Events[0].Kind != EventBecameLeader {
+		t.Fatalf("released out of order: %+v", out.Events)
+	}
+	// Left with events held: none is delivered.
+	fail = true
+	gate.Apply(&Output{Persist: States{{Group: "g", Term: 9}}, Events: Events{{Kind: EventConfig, Group: "g", Reason: "committed"}}}, save)
+	out = Output{Events: Events{{Kind: EventLeft, Group: "g"}}}
+	gate.Apply(&out, save)
+	fail = false
+	out2 := Output{}
+	gate.Apply(&out2, save)
+	if len(out.Events) != 1 || out.Events[0].Kind != EventLeft || len(out2.Events) != 0 {
+		t.Fatalf("left while unsaved: %+v then %+v", out.Events, out2.Events)
+	}
+}

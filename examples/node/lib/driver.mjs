@@ -10,15 +10,16 @@
 //     nothing (its acks and votes rest on that term and vote).
 //   - Publish: in order, after the persist.
 //   - Events: in order, except that a became-leader (and the leases after it)
-//     of a group whose state is not yet durable waits until it is — and is
-//     dropped if the leadership ends first — and a leadership the same
-//     output revokes (became-leader or lease before a stepped-down of the
-//     group) is left out. Whatever takes authority away is delivered at once.
+//     and every config event of a group whose state is not yet durable wait,
+//     in order, until it is — a leadership that ends first is dropped, and
+//     all of them if the group is left — and a leadership the same output
+//     revokes (became-leader or lease before a stepped-down of the group) is
+//     left out. Whatever takes authority away is delivered at once.
 //
 // Output fields as decodeOutput gives them: persist [{group, ...}],
 // pub [{t, p}], ev [{k, g, lease, ...}].
 
-const BecameLeader = 2, Lease = 3, SteppedDown = 4, Left = 7;
+const BecameLeader = 2, Lease = 3, SteppedDown = 4, Left = 7, Config = 9;
 const topicPrefix = 'election:';
 
 // groupOfTopic inverts topicOf ('' for a topic that is not a group's).
@@ -26,7 +27,7 @@ const groupOfTopic = (t) => (t.startsWith(topicPrefix) ? t.slice(topicPrefix.len
 
 export class PersistGate {
   unsaved = new Map(); // group -> the latest state not yet durable
-  held = new Map(); // group -> a became-leader not yet delivered
+  held = new Map(); // group -> became-leader and config events not yet delivered, in order
 
   // apply saves (save(state) throws on failure) every state of out.persist
   // and every state an earlier apply could not save, in group order, then
@@ -63,21 +64,23 @@ export class PersistGate {
     // disagree only between characters above U+FFFF and U+E000–U+FFFF.)
     for (const group of [...this.held.keys()].sort()) {
       if (!this.unsaved.has(group)) {
-        events.push(this.held.get(group));
+        events.push(...this.held.get(group));
         this.held.delete(group);
       }
     }
     for (const ev of out.ev) {
-      const h = this.held.get(ev.g);
-      if (ev.k === BecameLeader && this.unsaved.has(ev.g)) {
-        this.held.set(ev.g, ev);
+      const h = this.held.get(ev.g) ?? [];
+      const leader = h.findIndex((e) => e.k === BecameLeader);
+      if ((ev.k === BecameLeader || ev.k === Config) && this.unsaved.has(ev.g)) {
+        this.held.set(ev.g, [...h, ev]);
         continue;
       }
-      if (ev.k === Lease && h) {
-        this.held.set(ev.g, { ...h, lease: ev.lease });
+      if (ev.k === Lease && leader >= 0) {
+        h[leader] = { ...h[leader], lease: ev.lease };
         continue;
       }
-      if (ev.k === SteppedDown || ev.k === Left) this.held.delete(ev.g); // ended before the application heard of it
+      if (ev.k === SteppedDown && leader >= 0) h.splice(leader, 1); // ended before the application heard of it
+      if (ev.k === Left) this.held.delete(ev.g);
       events.push(ev);
     }
     out.ev = events;

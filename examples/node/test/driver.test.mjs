@@ -84,3 +84,31 @@ test('PersistGate: a leadership on an unsaved vote waits for the save, and one t
   gate.apply(o2, save);
   assert.deepEqual([names(o.ev), names(o2.ev)], [['stepped-down'], []]);
 });
+
+test('PersistGate: config events wait for the save of the state they report, after the leadership they followed; none survives leaving', () => {
+  const gate = new PersistGate();
+  let failing = true;
+  const save = () => { if (failing) throw new Error('EIO'); };
+
+  // A group of one: its new leader's re-stamp commits in the output that persists it.
+  let o = out({ persist: [{ group: 'g', term: 1, vote: 'a', conf_term: 1, conf_index: 1, members: ['a'] }], ev: [
+    { k: K['became-leader'], g: 'g', term: 1, leader: 'a' },
+    { k: K['leader-changed'], g: 'g', term: 1, leader: 'a' },
+    { k: K.config, g: 'g', term: 1, why: 'committed', members: ['a'], conf_index: 1 },
+  ] });
+  gate.apply(o, save);
+  assert.deepEqual(names(o.ev), ['leader-changed']);
+  failing = false;
+  o = out();
+  gate.apply(o, save);
+  assert.deepEqual([names(o.ev), o.ev[1].why], [['became-leader', 'config'], 'committed']);
+
+  failing = true;
+  gate.apply(out({ persist: [{ group: 'g', term: 9 }], ev: [{ k: K.config, g: 'g', why: 'committed' }] }), save);
+  o = out({ ev: [{ k: K.left, g: 'g' }] });
+  gate.apply(o, save);
+  failing = false;
+  const o2 = out();
+  gate.apply(o2, save);
+  assert.deepEqual([names(o.ev), names(o2.ev)], [['left'], []]);
+});
