@@ -51,7 +51,10 @@ import (
 // committed one. Leaders send their configuration with every heartbeat until
 // it commits and whenever an ack shows a member behind; a member refusing an
 // out-of-date candidate's vote sends it its configuration (at most once per
-// heartbeat interval).
+// heartbeat interval). So that the ack comes, a node follows and acks a
+// leader its configuration does not list when that leader's heartbeat
+// announces a newer version (stepQuorum): a spare whose configuration lists
+// neither itself nor the leader otherwise never hears of its addition.
 
 const (
 	opAdd    = "add"

@@ -377,3 +377,43 @@ func TestMembershipMemberThatMissedItsAdditionVotes(t *testing.T) {
 		t.Fatalf("leaders %v after %s's crash; s: %+v", ls, leader, n.status("s"))
 	}
 }
+
+// A spare whose configuration lists neither itself nor the current leader
+// (it learnt the group before it was added, and was away while it was added
+// and leadership moved to a member added after it) must still learn the
+// leader's configuration. It refused that leader's heartbeats as from a
+// non-member and never acked, and a leader sends its committed
+// configuration only to a member whose ack shows it behind: it never
+// learnt it was a member (the simulator's membership mix, seed 538 of
+// electhost sim --membership). It now follows and acks a leader outside its
+// configuration whose heartbeat announces a newer one, and the ack brings
+// it the configuration.
+func TestMembershipSpareHearsLeaderOutsideItsConfiguration(t *testing.T) {
+	n := newTestNet(t, ModeQuorum, "a", "b", "c")
+	n.cfgHook = func(c *Config) { c.NoPriorityTransfer = true } // the leader moves only when told
+	restartAll(n)
+	leader := electLeader(t, n)
+	joinAwaiting(n, "d")
+	joinAwaiting(n, "s")
+	n.advance(1000, 10)
+	if s := n.status("s"); s.ConfIndex == 0 || !slices.Equal(memberIDs(s), []string{"a", "b", "c"}) {
+		t.Fatalf("s did not learn the configuration: %+v", s)
+	}
+	for _, id := range n.ids {
+		n.cut[[2]string{id, "s"}], n.cut[[2]string{"s", id}] = true, true
+	}
+	for _, c := range []Command{{Kind: CmdAddMember, Target: "d"}, {Kind: CmdAddMember, Target: "s"}, {Kind: CmdTransfer, Target: "d"}} {
+		c.Group = "g"
+		n.step(leader, &Input{Now: n.now, Commands: []Command{c}})
+		n.advance(1000, 10)
+	}
+	n.advance(2000, 10)
+	if s := n.status("d"); s.Role != RoleLeader || !s.ConfCommitted || !slices.Contains(memberIDs(s), "s") {
+		t.Fatalf("d did not take over with s added: %+v", s)
+	}
+	clear(n.cut)
+	n.advance(5000, 10)
+	if s := n.status("s"); s.Leader != "d" || !s.Voter || !slices.Contains(memberIDs(s), "d") {
+		t.Fatalf("s, 5 s after the heal: %+v", s)
+	}
+}

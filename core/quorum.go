@@ -249,13 +249,21 @@ func (g *group) stepQuorum(e *Engine, m *wireMsg) string {
 			m.confVer().before(g.conf.ver) {
 			g.confSend = true // a member removed while away learns it with the next heartbeat
 		}
-		if m.Type == typeConfig && g.conf.ver.before(m.confVer()) {
+		newer := g.conf.ver.before(m.confVer())
+		if m.Type == typeConfig && newer {
 			// Every version was written by the leader of its term, so a newer
 			// one is news from anyone: an out-of-date configuration may not
 			// list the leader that added this member back.
 			return g.onConfig(e, m)
 		}
-		return "sender " + m.From + " is not a member"
+		if !newer || m.Type != typeHeartbeat && m.Type != typeLeader {
+			return "sender " + m.From + " is not a member"
+		}
+		// A leader announcing a newer configuration than ours, which may
+		// list us though ours lists neither us nor it: follow it and ack
+		// (onHeartbeat), with the vote refusal an ack implies, so that its
+		// leader sees us behind and sends its configuration. Refused, it
+		// never would: it sends a committed one only to an acker behind.
 	}
 	if reason := g.implausibleTerm(m); reason != "" {
 		return reason

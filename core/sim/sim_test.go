@@ -436,3 +436,20 @@ func TestLeaseStress(t *testing.T) {
 	}
 	t.Logf("%d seeds, %d elections", rep.Seeds, rep.Elections)
 }
+
+// TestMembershipSeeds replays membership-mix seeds (electhost sim
+// --membership) that once failed: 538, a spare whose configuration listed
+// neither it nor the leader refused that leader's heartbeats and never
+// learnt it had been added (no leader known to every member after the
+// faults).
+func TestMembershipSeeds(t *testing.T) {
+	for _, seed := range []uint64{538} {
+		res, err := Run(Options{Seed: seed, Mode: core.ModeQuorum, Scenario: ScenarioFaults, Membership: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range res.Violations {
+			t.Errorf("seed %d: %s", seed, v)
+		}
+	}
+}
