@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -14,35 +13,19 @@ import (
 // testWasm is the module under test (see internal/testwasm).
 var testWasm string
 
-func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
+func TestMain(m *testing.M) { os.Exit(testwasm.Main(m, &testWasm)) }
 
-func run(m *testing.M) int {
-	defer testwasm.Cleanup()
-	var err error
-	if testWasm, err = testwasm.Module(""); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
-}
+// sharedRuntime is the process's runtime, compiled once.
+var sharedRuntime = sync.OnceValues(func() (*Runtime, error) {
+	return NewRuntime(context.Background(), RuntimeConfig{WasmPath: testWasm, CacheDir: testwasm.CacheDir(), Logger: testwasm.Logger()})
+})
 
-var (
-	rtOnce sync.Once
-	rt     *Runtime
-	rtErr  error
-)
-
-// testRuntime is the process's shared runtime (compiled once).
 func testRuntime(t testing.TB) *Runtime {
-	rtOnce.Do(func() {
-		rt, rtErr = NewRuntime(context.Background(), RuntimeConfig{WasmPath: testWasm, CacheDir: testwasm.CacheDir(), Logger: testwasm.Logger()})
-	})
-	if rtErr != nil {
-		t.Fatal(rtErr)
+	r, err := sharedRuntime()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return rt
+	return r
 }
 
 // discardLogger drops everything (for tests that provoke errors on purpose).

@@ -96,6 +96,20 @@ func BuildBinary(t testing.TB, pkg string) string {
 	return out
 }
 
+// Main runs a package's tests with *module set to the plain module (see
+// Module) and removes what was built afterwards:
+// func TestMain(m *testing.M) { os.Exit(testwasm.Main(m, &testWasm)) }.
+func Main(m *testing.M, module *string) int {
+	defer Cleanup()
+	p, err := Module("")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	*module = p
+	return m.Run()
+}
+
 // Cleanup removes the built modules; call it from TestMain after m.Run.
 func Cleanup() {
 	mu.Lock()
