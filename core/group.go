@@ -80,6 +80,7 @@ type group struct {
 	confAcked        []string    // leader: who acked conf in this term
 	confSend         bool        // leader: send conf with the next heartbeat
 	confOffered      int64       // when conf was last sent to an out-of-date member
+	confAsked        int64       // when a member ahead was last asked for its conf (askConf)
 	committedMembers []string    // the member set last reported committed
 	pending          *confChange // leader: proposed once conf commits
 	removeOnLead     string      // a leader that resigned to us asked to be removed…

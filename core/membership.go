@@ -54,7 +54,9 @@ import (
 // heartbeat interval). So that the ack comes, a node follows and acks a
 // leader its configuration does not list when that leader's heartbeat
 // announces a newer version (stepQuorum): a spare whose configuration lists
-// neither itself nor the leader otherwise never hears of its addition.
+// neither itself nor the leader otherwise never hears of its addition. With
+// ed25519 it cannot verify such a leader, so it asks a member it lists that
+// acks one (askConf).
 
 const (
 	opAdd    = "add"
@@ -243,6 +245,19 @@ func (g *group) offerConf(e *Engine) {
 	}
 	g.confOffered = e.now
 	g.sendConf(e)
+}
+
+// askConf asks member to, whose ack to another leader showed a newer
+// configuration than ours, for it (at most once per heartbeat interval), as
+// a member behind answers a candidate: a refused pre-vote naming to, with
+// our version, to which to replies with its configuration (onVote). A
+// pre-vote moves no term and counts for nobody.
+func (g *group) askConf(e *Engine, to string, term uint64) {
+	if g.confAsked != 0 && e.now-g.confAsked < g.cfg.HeartbeatMs {
+		return
+	}
+	g.confAsked = e.now
+	g.sendVote(e, to, term, true, false)
 }
 
 // onConfig takes a strictly newer configuration.

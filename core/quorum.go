@@ -268,6 +268,12 @@ func (g *group) stepQuorum(e *Engine, m *wireMsg) string {
 	if reason := g.implausibleTerm(m); reason != "" {
 		return reason
 	}
+	if m.Type == typeAck && g.role != RoleLeader && g.member(m.Leader) == nil && g.conf.ver.before(m.confVer()) {
+		// A member acks, with a newer configuration than ours, a leader our
+		// configuration does not list: with ed25519 we hold no key for it
+		// and cannot verify its heartbeats (without, we ack them below).
+		g.askConf(e, m.From, m.Term)
+	}
 	switch m.Type {
 	case typeConfig:
 		return g.onConfig(e, m)
