@@ -330,8 +330,13 @@ func (c *cluster) scenario() {
 		t.Fatalf("leader /status: %+v", st)
 	}
 
-	// 2. `electhost status` sees the same leader.
-	code, out, errOut := runCLI(t, 30*time.Second, c.env, append([]string{"status", "--group", c.group, "--heartbeat", c.hb.String(), "--json"}, c.transport...)...)
+	// 2. `electhost status` sees the same leader. It listens for two
+	// election timeouts rather than its default 2×heartbeat + 300 ms, which
+	// leaves a pilotctl subscription 300 ms to start and go live: on a loaded
+	// runner that was not enough ("no leader heard ... within 700ms"). What is
+	// checked is what it hears.
+	code, out, errOut := runCLI(t, 30*time.Second, c.env, append([]string{"status", "--group", c.group, "--heartbeat", c.hb.String(),
+		"--wait", (2 * c.et).String(), "--json"}, c.transport...)...)
 	var sr statusReport
 	if code != 0 || json.Unmarshal([]byte(out), &sr) != nil || sr.Leader != leader || sr.Term != term || len(sr.Members) != len(c.ids) {
 		t.Fatalf("electhost status: exit %d, %+v\nstdout: %s\nstderr: %s", code, sr, out, errOut)
