@@ -535,6 +535,16 @@ func (g *group) sendStaleReply(e *Engine, leader string) {
 
 func (g *group) onAck(e *Engine, m *wireMsg) string {
 	if m.Leader != g.cfg.ID {
+		if m.Seq == 0 && m.Leader == g.leader && m.Term > g.term {
+			// A member's stale reply deposes our leader: follow it into
+			// that term, as the leader does, or the member stays a term
+			// ahead of us and deposes every leader we elect in ours (a
+			// race of its pre-vote for term+2 with ours for term+1, lost
+			// round after round: electhost sim --membership --adversary,
+			// seed 1922). We still refuse votes while the lease we
+			// acknowledged may run (inLease).
+			g.enterTerm(e, m.Term)
+		}
 		return "" // addressed to another leader
 	}
 	if m.Term > g.term {

@@ -338,6 +338,52 @@ func TestPreVoteRefusedWhileLeaderHeard(t *testing.T) {
 	}
 }
 
+// A member a term ahead of the others (its campaign lost the race to one in
+// the others' term) deposes their new leader with its stale reply; if only
+// the leader moved to its term, the others stayed a term behind, their next
+// pre-vote raced its pre-vote for the term after, and the winner in their
+// term was deposed again, round after round (electhost sim --membership
+// --adversary, seed 1922: three leaders deposed, no leader for 9.9 s after
+// the faults). The followers that see the reply move to its term too: one
+// term for all, the next election settles it. They still refuse votes
+// while the leader's lease they acknowledged may run.
+func TestStaleReplyMovesTheLeadersFollowers(t *testing.T) {
+	n := newTestNet(t, ModeQuorum, "a", "b", "c")
+	n.quiet = true
+	n.advance(3000, 10)
+	ls := n.leaders()
+	if len(ls) != 1 {
+		t.Fatalf("leaders %v", ls)
+	}
+	leader, _, _ := strings.Cut(ls[0], "@")
+	var follower, ahead string
+	for _, id := range n.ids {
+		switch {
+		case id == leader:
+		case follower == "":
+			follower = id
+		default:
+			ahead = id
+		}
+	}
+	term := n.status(follower).Term
+	reply := fmt.Sprintf(`{"type":"ack","group":"g","from":"%s","priority":1,"leader":"%s","term":%d}`, ahead, leader, term+1)
+	n.step(follower, &Input{Now: n.now, Inbound: []Message{{Topic: Topic("g"), Payload: []byte(reply)}}})
+	if st := n.status(follower); st.Term != term+1 || st.Leader != "" {
+		t.Fatalf("%s saw %s's stale reply to %s (term %d): term %d, leader %q; want term %d, no leader", follower, ahead, leader, term+1, st.Term, st.Leader, term+1)
+	}
+	// Still inside the lease it acknowledged: no pre-vote for anyone.
+	st := n.status(follower)
+	req := fmt.Sprintf(`{"type":"election","group":"g","from":"%s","candidate":"%s","priority":1,"term":%d,"pre":true,"conf_term":%d,"conf_index":%d}`,
+		ahead, ahead, term+2, st.ConfTerm, st.ConfIndex)
+	var out Output
+	n.nodes[follower].Step(&Input{Now: n.now, Inbound: []Message{{Topic: Topic("g"), Payload: []byte(req)}}}, &out)
+	var m wireMsg
+	if len(out.Publishes) != 1 || decodeWire(out.Publishes[0].Payload, &m) != nil || m.Type != typeVote || m.Granted {
+		t.Fatalf("want one refused pre-vote inside the lease, got %+v", out.Publishes)
+	}
+}
+
 // A resign's hold comes from the wire, so it is bounded by the receiver:
 // with authentication off anyone who can publish can forge one, and a hold
 // of 2^32−1 ms once kept every member from voting for about 50 days. A
