@@ -242,6 +242,11 @@ func (n *testNet) live() []string {
 	return slices.DeleteFunc(slices.Clone(n.ids), func(id string) bool { return n.down[id] })
 }
 
+// others lists the members other than id, in the net's order.
+func (n *testNet) others(id string) []string {
+	return slices.DeleteFunc(slices.Clone(n.ids), func(x string) bool { return x == id })
+}
+
 // electThenCrashLeader lets the nodes elect a leader, crashes it, checks
 // that another is elected, and returns the crashed one.
 func (n *testNet) electThenCrashLeader(t *testing.T) string {

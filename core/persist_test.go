@@ -61,29 +61,21 @@ func TestPersistGateEngineCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	var gate PersistGate
-	durable := GroupState{}
-	fail := false
-	save := func(s GroupState) error {
-		if fail {
-			return errors.New("EIO")
-		}
-		durable = s
-		return nil
-	}
-	gate.Apply(&out, save)
-	fail = true
+	var disk testDisk
+	gate.Apply(&out, disk.save)
+	disk.failing = true
 	out.Reset()
 	e.Step(&Input{Now: 5000, Inbound: Messages{{Topic: Topic("g"),
 		Payload: []byte(`{"type":"election","group":"g","from":"b","candidate":"b","priority":1,"term":1}`)}}}, &out)
 	if len(out.Publishes) == 0 {
 		t.Fatal("the engine granted no vote: the test no longer exercises the gate")
 	}
-	held, err := gate.Apply(&out, save)
+	held, err := gate.Apply(&out, disk.save)
 	if err == nil || held == 0 || len(out.Publishes) != 0 {
 		t.Fatalf("vote sent without its state durable: held %d, err %v, %q", held, err, out.Publishes)
 	}
-	if durable.Term != 0 || durable.Vote != "" {
-		t.Fatalf("durable %+v", durable)
+	if disk.durable.Term != 0 || disk.durable.Vote != "" {
+		t.Fatalf("durable %+v", disk.durable)
 	}
 }
 
@@ -92,13 +84,7 @@ func TestPersistGateEngineCrash(t *testing.T) {
 // before that never does; losing authority is always reported at once.
 func TestPersistGateHoldsLeadership(t *testing.T) {
 	var gate PersistGate
-	failing := true
-	save := func(GroupState) error {
-		if failing {
-			return errors.New("EIO")
-		}
-		return nil
-	}
+	disk := testDisk{failing: true}
 	kinds := func(evs Events) (s []string) {
 		for _, ev := range evs {
 			s = append(s, ev.Kind.String())
@@ -109,30 +95,30 @@ func TestPersistGateHoldsLeadership(t *testing.T) {
 		{Kind: EventBecameLeader, Group: "g", Term: 2, Leader: "a"},
 		{Kind: EventLeaderChanged, Group: "g", Term: 2, Leader: "a"},
 	}}
-	gate.Apply(&out, save)
+	gate.Apply(&out, disk.save)
 	if got := kinds(out.Events); len(got) != 1 || got[0] != "leader-changed" {
 		t.Fatalf("while unsaved: %v", got)
 	}
 	out = Output{Events: Events{{Kind: EventLease, Group: "g", Term: 2, Leader: "a", LeaseUntil: 900}}}
-	gate.Apply(&out, save)
+	gate.Apply(&out, disk.save)
 	if len(out.Events) != 0 {
 		t.Fatalf("a lease of a held leadership was delivered: %v", kinds(out.Events))
 	}
-	failing = false
+	disk.failing = false
 	out = Output{}
-	gate.Apply(&out, save)
+	gate.Apply(&out, disk.save)
 	if len(out.Events) != 1 || out.Events[0].Kind != EventBecameLeader || out.Events[0].LeaseUntil != 900 {
 		t.Fatalf("after the save: %+v", out.Events)
 	}
 	// A leadership that ends while unsaved is never delivered; its end is.
-	failing = true
+	disk.failing = true
 	out = Output{Persist: States{{Group: "g", Term: 3, Vote: "a"}}, Events: Events{{Kind: EventBecameLeader, Group: "g", Term: 3}}}
-	gate.Apply(&out, save)
+	gate.Apply(&out, disk.save)
 	out = Output{Events: Events{{Kind: EventSteppedDown, Group: "g", Term: 3}}}
-	gate.Apply(&out, save)
-	failing = false
+	gate.Apply(&out, disk.save)
+	disk.failing = false
 	out2 := Output{}
-	gate.Apply(&out2, save)
+	gate.Apply(&out2, disk.save)
 	if got := kinds(out.Events); len(got) != 1 || got[0] != "stepped-down" || len(out2.Events) != 0 {
 		t.Fatalf("ended while unsaved: %v then %v", got, kinds(out2.Events))
 	}
@@ -151,16 +137,8 @@ func TestPersistGateHoldsConfigEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	var gate PersistGate
-	var durable GroupState
-	fail := true
-	save := func(s GroupState) error {
-		if fail {
-			return errors.New("EIO")
-		}
-		durable = s
-		return nil
-	}
-	gate.Apply(&out, save)
+	disk := testDisk{failing: true}
+	gate.Apply(&out, disk.save)
 	out.Reset()
 	e.Step(&Input{Now: 10_000}, &out)
 	committed := func(evs Events) int {
@@ -174,30 +152,45 @@ func TestPersistGateHoldsConfigEvents(t *testing.T) {
 	if committed(out.Events) < 0 || len(out.Persist) == 0 || out.Persist[0].ConfIndex == 0 {
 		t.Fatalf("the engine committed no configuration with its state: the test no longer exercises the gate: %+v", out)
 	}
-	gate.Apply(&out, save)
+	gate.Apply(&out, disk.save)
 	if i := committed(out.Events); i >= 0 {
-		t.Fatalf("configuration reported committed while its state is unsaved (durable %+v): %+v", durable, out.Events[i])
+		t.Fatalf("configuration reported committed while its state is unsaved (durable %+v): %+v", disk.durable, out.Events[i])
 	}
-	fail = false
+	disk.failing = false
 	out.Reset()
 	e.Step(&Input{Now: 10_001}, &out)
-	gate.Apply(&out, save)
+	gate.Apply(&out, disk.save)
 	i := committed(out.Events)
-	if i < 0 || durable.ConfIndex != out.Events[i].ConfIndex {
-		t.Fatalf("after the save (durable %+v): %+v", durable, out.Events)
+	if i < 0 || disk.durable.ConfIndex != out.Events[i].ConfIndex {
+		t.Fatalf("after the save (durable %+v): %+v", disk.durable, out.Events)
 	}
 	if i == 0 || out.Events[0].Kind != EventBecameLeader {
 		t.Fatalf("released out of order: %+v", out.Events)
 	}
 	// Left with events held: none is delivered.
-	fail = true
-	gate.Apply(&Output{Persist: States{{Group: "g", Term: 9}}, Events: Events{{Kind: EventConfig, Group: "g", Reason: "committed"}}}, save)
+	disk.failing = true
+	gate.Apply(&Output{Persist: States{{Group: "g", Term: 9}}, Events: Events{{Kind: EventConfig, Group: "g", Reason: "committed"}}}, disk.save)
 	out = Output{Events: Events{{Kind: EventLeft, Group: "g"}}}
-	gate.Apply(&out, save)
-	fail = false
+	gate.Apply(&out, disk.save)
+	disk.failing = false
 	out2 := Output{}
-	gate.Apply(&out2, save)
+	gate.Apply(&out2, disk.save)
 	if len(out.Events) != 1 || out.Events[0].Kind != EventLeft || len(out2.Events) != 0 {
 		t.Fatalf("left while unsaved: %+v then %+v", out.Events, out2.Events)
 	}
+}
+
+// testDisk is a store whose saves fail while failing is set; durable is the
+// last state it saved.
+type testDisk struct {
+	durable GroupState
+	failing bool
+}
+
+func (d *testDisk) save(s GroupState) error {
+	if d.failing {
+		return errors.New("EIO")
+	}
+	d.durable = s
+	return nil
 }

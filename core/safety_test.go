@@ -302,29 +302,12 @@ func TestHoldAfterAResignWithoutSuccessor(t *testing.T) {
 // this test is what pins it.
 func TestPreVoteRefusedWhileLeaderHeard(t *testing.T) {
 	n := newTestNet(t, ModeQuorum, "a", "b", "c")
-	n.quiet = true
-	n.advance(3000, 10)
-	ls := n.leaders()
-	if len(ls) != 1 {
-		t.Fatalf("leaders %v", ls)
-	}
-	leader, _, _ := strings.Cut(ls[0], "@")
-	var voter string
-	for _, id := range n.ids {
-		if id != leader {
-			voter = id
-			break
-		}
-	}
+	leader := electLeader(t, n)
+	// Another follower (not the voter) asks for a pre-vote for the next term.
+	f := n.others(leader)
+	voter, other := f[0], f[1]
 	st := n.status(voter)
 	term := st.Term
-	// Another follower (not the voter) asks for a pre-vote for the next term.
-	var other string
-	for _, id := range n.ids {
-		if id != leader && id != voter {
-			other = id
-		}
-	}
 	req := fmt.Sprintf(`{"type":"election","group":"g","from":"%s","candidate":"%s","priority":1,"term":%d,"pre":true,"conf_term":%d,"conf_index":%d}`,
 		other, other, term+1, st.ConfTerm, st.ConfIndex)
 	var out Output
@@ -349,23 +332,9 @@ func TestPreVoteRefusedWhileLeaderHeard(t *testing.T) {
 // while the leader's lease they acknowledged may run.
 func TestStaleReplyMovesTheLeadersFollowers(t *testing.T) {
 	n := newTestNet(t, ModeQuorum, "a", "b", "c")
-	n.quiet = true
-	n.advance(3000, 10)
-	ls := n.leaders()
-	if len(ls) != 1 {
-		t.Fatalf("leaders %v", ls)
-	}
-	leader, _, _ := strings.Cut(ls[0], "@")
-	var follower, ahead string
-	for _, id := range n.ids {
-		switch {
-		case id == leader:
-		case follower == "":
-			follower = id
-		default:
-			ahead = id
-		}
-	}
+	leader := electLeader(t, n)
+	f := n.others(leader)
+	follower, ahead := f[0], f[1]
 	term := n.status(follower).Term
 	reply := fmt.Sprintf(`{"type":"ack","group":"g","from":"%s","priority":1,"leader":"%s","term":%d}`, ahead, leader, term+1)
 	n.step(follower, &Input{Now: n.now, Inbound: []Message{{Topic: Topic("g"), Payload: []byte(reply)}}})
@@ -392,13 +361,7 @@ func TestStaleReplyMovesTheLeadersFollowers(t *testing.T) {
 // resigner's application may act), stretched by the drift bound.
 func TestForgedResignHoldIsBounded(t *testing.T) {
 	n := newTestNet(t, ModeQuorum, "a", "b", "c")
-	n.quiet = true
-	n.advance(3000, 10)
-	ls := n.leaders()
-	if len(ls) != 1 {
-		t.Fatalf("leaders %v", ls)
-	}
-	l := strings.Split(ls[0], "@")[0]
+	l := electLeader(t, n)
 	term := n.status(l).Term
 	n.crash(l)
 	forged := fmt.Sprintf(`{"type":"resign","group":"g","from":"%s","leader":"%s","term":%d,"hold":4294967295}`, l, l, term)
@@ -425,23 +388,8 @@ func TestForgedPushedVoteHoldIsBounded(t *testing.T) {
 	n := newTestNet(t, ModeQuorum, "a", "b", "c")
 	n.cfgHook = func(c *Config) { c.NoPriorityTransfer = true }
 	restartAll(n)
-	n.quiet = true
-	n.advance(3000, 10)
-	ls := n.leaders()
-	if len(ls) != 1 {
-		t.Fatalf("leaders %v", ls)
-	}
-	l := strings.Split(ls[0], "@")[0]
-	var to, from string
-	for _, id := range n.ids {
-		switch {
-		case id == l:
-		case to == "":
-			to = id
-		default:
-			from = id
-		}
-	}
+	f := n.others(electLeader(t, n))
+	to, from := f[0], f[1]
 	st := n.status(to)
 	forged := fmt.Sprintf(`{"type":"vote","group":"g","from":"%s","candidate":"%s","term":%d,"granted":true,"handoff":true,"hold":4294967295,"conf_term":%d,"conf_index":%d}`,
 		from, to, st.Term+1, st.ConfTerm, st.ConfIndex)
