@@ -25,10 +25,10 @@ import (
 // (keys from electhost keygen, members from the members file).
 func (c *cluster) startAuthAgent(id, keyFile, membersFile string, extra ...string) *agentProc {
 	c.t.Helper()
-	p := &agentProc{id: id, httpAddr: freeAddr(c.t), logPath: filepath.Join(c.root, id+".log"), done: make(chan struct{})}
+	p := &agentProc{id: id, logPath: filepath.Join(c.root, id+".log"), done: make(chan struct{})}
 	args := []string{"run", "--group", c.group, "--id", id,
 		"--heartbeat", c.hb.String(), "--election-timeout", c.et.String(),
-		"--state-dir", filepath.Join(c.root, "state-"+id), "--http", p.httpAddr, "--json", "--log-level", "debug",
+		"--state-dir", filepath.Join(c.root, "state-"+id), "--http", "127.0.0.1:0", "--json", "--log-level", "debug",
 		"--key", keyFile, "--members-file", membersFile,
 		// a1 is the best candidate: once it leads, no graceful priority
 		// transfer changes the leader while the test watches.
@@ -40,6 +40,9 @@ func (c *cluster) startAuthAgent(id, keyFile, membersFile string, extra ...strin
 	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		c.t.Fatal(err)
+	}
+	if st, err := logf.Stat(); err == nil {
+		p.logFrom = st.Size()
 	}
 	p.cmd.Stderr, p.cmd.Stdout = logf, logf
 	if err := p.cmd.Start(); err != nil {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -39,10 +38,13 @@ type cluster struct {
 type agentProc struct {
 	id       string
 	cmd      *exec.Cmd
-	httpAddr string
 	logPath  string
+	logFrom  int64 // the log's size when this process started: its lines follow
 	done     chan struct{}
 	exitCode int
+
+	mu       sync.Mutex
+	httpAddr string // from the log, once the agent listens (addr)
 }
 
 func newCluster(t *testing.T, n int, transport, env []string, hb, et, latency time.Duration) *cluster {
@@ -83,13 +85,28 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// addr is the agent's HTTP address, from its "http listening" log line. The
+// agents listen on port 0: a port the test found free could be taken by
+// another test's process before the agent bound it (CI once lost an agent
+// to "address already in use").
+func (p *agentProc) addr() (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.httpAddr != "" {
+		return p.httpAddr, nil
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b[min(p.logFrom, int64(len(b))):]), "\n") {
+		var l struct{ Msg, Addr string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "http listening" && l.Addr != "" {
+			p.httpAddr = l.Addr
+			return l.Addr, nil
+		}
+	}
+	return "", fmt.Errorf("%s: not listening yet", p.id)
 }
 
 // start launches agent id (again, after a kill: same state directory).
@@ -101,10 +118,10 @@ func (c *cluster) start(id string) *agentProc {
 // startWith launches agent id with --members members and extra run flags.
 func (c *cluster) startWith(id string, members []string, extra ...string) *agentProc {
 	c.t.Helper()
-	p := &agentProc{id: id, httpAddr: freeAddr(c.t), logPath: filepath.Join(c.root, id+".log"), done: make(chan struct{})}
+	p := &agentProc{id: id, logPath: filepath.Join(c.root, id+".log"), done: make(chan struct{})}
 	args := []string{"run", "--group", c.group, "--id", id, "--members", strings.Join(members, ","),
 		"--heartbeat", c.hb.String(), "--election-timeout", c.et.String(),
-		"--state-dir", filepath.Join(c.root, "state-"+id), "--http", p.httpAddr, "--json", "--log-level", "debug"}
+		"--state-dir", filepath.Join(c.root, "state-"+id), "--http", "127.0.0.1:0", "--json", "--log-level", "debug"}
 	args = append(args, c.transport...)
 	args = append(args, extra...)
 	args = append(args, "--", os.Args[0])
@@ -119,6 +136,9 @@ func (c *cluster) startWith(id string, members []string, extra ...string) *agent
 		c.t.Fatal(err)
 	}
 	fmt.Fprintf(logf, "==== start %s\n", time.Now().Format(time.RFC3339Nano))
+	if st, err := logf.Stat(); err == nil {
+		p.logFrom = st.Size()
+	}
 	p.cmd.Stderr, p.cmd.Stdout = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		c.t.Fatal(err)
@@ -165,7 +185,11 @@ func (p *agentProc) alive() bool {
 var httpClient = &http.Client{Timeout: 2 * time.Second}
 
 func (p *agentProc) get(path string) (int, string, error) {
-	resp, err := httpClient.Get("http://" + p.httpAddr + path)
+	addr, err := p.addr()
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := httpClient.Get("http://" + addr + path)
 	if err != nil {
 		return 0, "", err
 	}

@@ -111,8 +111,11 @@ func TestE2EResignTransferWatch(t *testing.T) {
 	waitWatch(target, term+1)
 
 	// POST /resign over --http: 401 without the token, done with it.
-	tp := c.proc(target)
-	resp, err := httpClient.Post("http://"+tp.httpAddr+"/resign?group="+c.group, "", nil)
+	addr, err := c.proc(target).addr() // it answered waitAgreement: it listens
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := httpClient.Post("http://"+addr+"/resign?group="+c.group, "", nil)
 	if err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("POST /resign without a token: %v %v, want 401", resp, err)
 	}
@@ -121,7 +124,7 @@ func TestE2EResignTransferWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest(http.MethodPost, "http://"+tp.httpAddr+"/resign?group="+c.group+"&to="+leader, nil)
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/resign?group="+c.group+"&to="+leader, nil)
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
 	resp, err = httpClient.Do(req)
 	if err != nil {
