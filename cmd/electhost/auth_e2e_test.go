@@ -4,21 +4,17 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/transport"
 	"github.com/electcore/electcore/transport/natstest"
-	"github.com/nats-io/nats.go"
 )
 
 // startAuthAgent launches `electhost run` for id with ed25519 authentication
@@ -103,22 +99,8 @@ func TestE2EAuth(t *testing.T) {
 		t.Fatalf("a group-readable key: exit %d, %q", code, stderr)
 	}
 
-	// A spy on the subject captures the agents' messages.
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	subject := transport.NATSSubject(core.Topic(c.group))
-	var mu sync.Mutex
-	var captured [][]byte
-	if _, err := nc.Subscribe(subject, func(m *nats.Msg) {
-		mu.Lock()
-		captured = append(captured, bytes.Clone(m.Data))
-		mu.Unlock()
-	}); err != nil {
-		t.Fatal(err)
-	}
+	// A forger on the subject captures the agents' messages.
+	f := newForger(t, url, c.group)
 
 	for _, id := range c.ids {
 		c.startAuthAgent(id, keys[id], membersFile)
@@ -140,18 +122,15 @@ func TestE2EAuth(t *testing.T) {
 			break
 		}
 	}
-	mu.Lock()
 	var heartbeats [][]byte
-	for _, p := range captured {
-		var m struct{ Type, From, Sig string }
-		if json.Unmarshal(p, &m) == nil && m.Type == "heartbeat" && m.From == leader {
-			heartbeats = append(heartbeats, p)
+	for _, m := range f.messages(nil) {
+		if m.Type == "heartbeat" && m.From == leader {
+			heartbeats = append(heartbeats, m.Raw)
 		}
-		if !bytes.Contains(p, []byte(`"sig":"`)) {
-			t.Errorf("an agent published an unsigned message: %s", p)
+		if !bytes.Contains(m.Raw, []byte(`"sig":"`)) {
+			t.Errorf("an agent published an unsigned message: %s", m.Raw)
 		}
 	}
-	mu.Unlock()
 	if len(heartbeats) == 0 {
 		t.Fatal("no heartbeat captured")
 	}
@@ -183,16 +162,9 @@ func TestE2EAuth(t *testing.T) {
 	for range 3 {
 		attack = append(attack, heartbeats...) // replays
 	}
-	for _, p := range attack {
-		if err := nc.Publish(subject, p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.publish(attack...)
 	// A flood of replays.
-	for i := range 500 {
-		nc.Publish(subject, heartbeats[i%len(heartbeats)])
-	}
-	nc.Flush()
+	f.flood(500, func(i int) []byte { return heartbeats[i%len(heartbeats)] })
 	// Followers refuse everything but what claims to come from themselves
 	// (dropped as the bus's echo of their own publish); the leader likewise
 	// ignores the replays of its own heartbeats and the vote in its name,
