@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -90,41 +91,82 @@ func TestSaveFailureHoldsPublishes(t *testing.T) {
 	}
 }
 
+// scriptedCore is the native core whose next Output also carries the events
+// a test queued: the agent's own loop applies them, as it would the core's,
+// so the test drives the host's handling of events without touching the
+// loop's state from its own goroutine.
+type scriptedCore struct {
+	nativeCore
+	mu   sync.Mutex
+	next core.Events
+}
+
+func (s *scriptedCore) Step(in *core.Input, out *core.Output) error {
+	if err := s.nativeCore.Step(in, out); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	out.Events = append(out.Events, s.next...)
+	s.next = nil
+	s.mu.Unlock()
+	return nil
+}
+
+// inject has a's loop apply evs in its next step.
+func (s *scriptedCore) inject(a *Agent, evs ...core.Event) {
+	s.mu.Lock()
+	s.next = append(s.next, evs...)
+	s.mu.Unlock()
+	a.wake()
+}
+
 // TestRevokedLeadershipNeverStarts: a became-leader followed by a
-// stepped-down in the same Output starts no OnStartedLeading (issue 9,
-// defect 7c); a became-leader alone does.
+// stepped-down in the same Output starts no OnStartedLeading; a
+// became-leader alone does.
 func TestRevokedLeadershipNeverStarts(t *testing.T) {
 	ctx := context.Background()
 	bus := transport.NewMemBus(transport.MemOptions{})
 	defer bus.Close()
-	ag, err := testRuntime(t).NewAgent(ctx, AgentConfig{Transport: bus.Transport("a"), Logger: discardLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := &scriptedCore{nativeCore: nativeCore{e: core.NewEngine()}}
+	ag := startAgent(AgentConfig{Transport: bus.Transport("a"), Logger: discardLogger()}, sc)
 	defer ag.Close(ctx)
 	rec := &recorder{id: "a", leading: map[uint64]bool{}}
-	// Timers an hour away: the agent's loop stays idle while the test
-	// applies Outputs itself.
+	cb := rec.callbacks()
+	// OnNewLeader marks how far the agent got: callbacks run in order, so
+	// when the marker after an Output's events is seen, a leadership those
+	// events started and stopped has been reported stopped.
+	marks := make(chan string, 4)
+	cb.OnNewLeader = func(leader string, term uint64) { marks <- fmt.Sprintf("%s@%d", leader, term) }
+	// Timers an hour away: the core itself says nothing while the test
+	// speaks for it.
 	cfg := core.Config{ID: "a", Group: "g", Members: []string{"a", "b", "c"}, HeartbeatMs: 600_000, ElectionTimeoutMs: 1_800_000}
-	if _, err := ag.Join(ctx, cfg, rec.callbacks()); err != nil {
+	if _, err := ag.Join(ctx, cfg, cb); err != nil {
 		t.Fatal(err)
 	}
 	far := ag.clock.NowMs() + 3_600_000
-	ag.apply(&core.Output{Events: core.Events{
-		{Kind: core.EventBecameLeader, Group: "g", Term: 5, Leader: "a", LeaseUntil: far},
-		{Kind: core.EventLease, Group: "g", Term: 5, Leader: "a", LeaseUntil: far + 1},
-		{Kind: core.EventSteppedDown, Group: "g", Term: 5, Reason: "a higher term began"},
-	}}, &core.Input{}, nil)
-	time.Sleep(100 * time.Millisecond)
+	sc.inject(ag,
+		core.Event{Kind: core.EventBecameLeader, Group: "g", Term: 5, Leader: "a", LeaseUntil: far},
+		core.Event{Kind: core.EventLease, Group: "g", Term: 5, Leader: "a", LeaseUntil: far + 1},
+		core.Event{Kind: core.EventSteppedDown, Group: "g", Term: 5, Reason: "a higher term began"},
+		core.Event{Kind: core.EventLeaderChanged, Group: "g", Term: 6, Leader: "b"})
+	select {
+	case m := <-marks:
+		if m != "b@6" {
+			t.Fatalf("marker %q", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the injected events were not applied")
+	}
 	rec.mu.Lock()
 	started, stopped := len(rec.started), strings.Join(rec.stopped, ",")
 	rec.mu.Unlock()
 	if started != 0 || stopped != "" {
 		t.Fatalf("revoked leadership: started %d, stopped %q", started, stopped)
 	}
-	ag.apply(&core.Output{Events: core.Events{{Kind: core.EventBecameLeader, Group: "g", Term: 6, Leader: "a", LeaseUntil: far}}}, &core.Input{}, nil)
-	time.Sleep(100 * time.Millisecond)
-	if !rec.isLeading() {
-		t.Fatal("a lasting leadership did not start")
+	sc.inject(ag, core.Event{Kind: core.EventBecameLeader, Group: "g", Term: 7, Leader: "a", LeaseUntil: far})
+	for deadline := time.Now().Add(10 * time.Second); !rec.isLeading(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a lasting leadership did not start")
+		}
 	}
 }
