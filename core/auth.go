@@ -65,6 +65,11 @@ import (
 // already seen; a newer epoch resets the window. The window tolerates the
 // reordering of a pub/sub bus; a message delayed past 64 later ones from the
 // same sender is refused like a lost one, which the protocol tolerates.
+// A message in the receiver's own name is checked against its own epoch: one
+// from an earlier epoch was sent by an earlier run of this agent and is a
+// replay (the bus's echoes of this run's publishes are dropped before any
+// check, by their incarnation); only one from this epoch or a later one, from
+// another incarnation and correctly signed, is another process with its id.
 //
 // The epoch makes a restarted sender's counter, which starts again at 1,
 // fresh: the sender raises its persisted epoch when it joins and the host
@@ -171,6 +176,7 @@ func (c *Config) normalizeAuth() error {
 // groupAuth is a group's signing key, verifying keys and replay windows.
 type groupAuth struct {
 	mode AuthMode
+	self string // this agent's id
 	priv ed25519.PrivateKey
 	pubs map[string]ed25519.PublicKey
 	mac  hash.Hash // HMAC-SHA256 keyed with the group secret
@@ -202,7 +208,7 @@ func (g *group) initAuth() {
 	if c.Auth == AuthOff || c.Auth == "" {
 		return
 	}
-	a := &groupAuth{mode: c.Auth, peers: make(map[string]*replayState)}
+	a := &groupAuth{mode: c.Auth, self: c.ID, peers: make(map[string]*replayState)}
 	if c.Auth == AuthHMAC {
 		a.mac = hmac.New(sha256.New, c.Key)
 	} else {
@@ -329,6 +335,13 @@ func (a *groupAuth) verify(group string, m *wireMsg) string {
 	if m.Epoch == 0 || m.Ctr == 0 {
 		a.forged++
 		return reasonForged + " (no epoch or counter)"
+	}
+	// Our own id with an epoch before this run's: a message of an earlier
+	// run of this agent (its echoes never reach here), so a replay, however
+	// well signed — not another process with our id.
+	if m.From == a.self && m.Epoch < a.epoch {
+		a.replayed++
+		return reasonReplayed + " (epoch " + uitoa(m.Epoch) + " of this agent is over)"
 	}
 	p := a.peers[m.From]
 	if p != nil {

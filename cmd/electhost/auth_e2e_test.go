@@ -44,28 +44,19 @@ func (c *cluster) startAuthAgent(id, keyFile, membersFile string, extra ...strin
 	if err := p.cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
-	go func() {
-		p.cmd.Wait()
-		logf.Close()
-		close(p.done)
-	}()
+	go p.watch(logf)
 	c.mu.Lock()
 	c.procs[id] = p
 	c.mu.Unlock()
 	return p
 }
 
-// TestE2EAuth: three `electhost run` agents with ed25519 keys made by
-// `electhost keygen` elect a leader over NATS; then forged leader claims,
-// forged votes, unsigned seed-format claims, a self-signed outsider's claim
-// and replays (and a flood of them) of the leader's own heartbeats are
-// published on the group's subject. Every agent refuses them, and the leader
-// and the term stay as they were.
-func TestE2EAuth(t *testing.T) {
-	url, _ := natstest.Start(t)
-	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil,
-		100*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond)
-	c.group = "e2e-auth"
+// keygen makes an ed25519 key per agent with `electhost keygen` (files of
+// mode 0600) and the members file its lines make; it returns the key files
+// by id and the members file.
+func (c *cluster) keygen() (map[string]string, string) {
+	t := c.t
+	t.Helper()
 	dir := t.TempDir()
 	var members strings.Builder
 	keys := map[string]string{}
@@ -84,6 +75,22 @@ func TestE2EAuth(t *testing.T) {
 	if err := os.WriteFile(membersFile, []byte("# e2e members\n"+members.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return keys, membersFile
+}
+
+// TestE2EAuth: three `electhost run` agents with ed25519 keys made by
+// `electhost keygen` elect a leader over NATS; then forged leader claims,
+// forged votes, unsigned seed-format claims, a self-signed outsider's claim
+// and replays (and a flood of them) of the leader's own heartbeats are
+// published on the group's subject. Every agent refuses them, and the leader
+// and the term stay as they were.
+func TestE2EAuth(t *testing.T) {
+	url, _ := natstest.Start(t)
+	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil,
+		100*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond)
+	c.group = "e2e-auth"
+	keys, membersFile := c.keygen()
+	dir := t.TempDir()
 
 	// Refusals before anything runs: an existing key, a key others can read.
 	if code, _, stderr := runCLI(t, time.Minute, nil, "keygen", "--out", keys["a1"]); code != exitConfig || !strings.Contains(stderr, "exists") {

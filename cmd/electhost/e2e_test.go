@@ -143,21 +143,25 @@ func (c *cluster) startWith(id string, members []string, extra ...string) *agent
 	if err := p.cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
-	go func() {
-		err := p.cmd.Wait()
-		logf.Close()
-		if ee, ok := err.(*exec.ExitError); ok {
-			p.exitCode = ee.ExitCode()
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				p.exitCode = -int(ws.Signal())
-			}
-		}
-		close(p.done)
-	}()
+	go p.watch(logf)
 	c.mu.Lock()
 	c.procs[id] = p
 	c.mu.Unlock()
 	return p
+}
+
+// watch waits for p to exit, records its exit code (-N: killed by signal N)
+// and closes its log.
+func (p *agentProc) watch(logf *os.File) {
+	err := p.cmd.Wait()
+	logf.Close()
+	if ee, ok := err.(*exec.ExitError); ok {
+		p.exitCode = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			p.exitCode = -int(ws.Signal())
+		}
+	}
+	close(p.done)
 }
 
 func (c *cluster) agentEnv(id string) []string {

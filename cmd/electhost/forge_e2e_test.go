@@ -193,15 +193,21 @@ func (p *agentProc) logLines(what string) []map[string]any {
 	return out
 }
 
-// waitLog waits until p's current run has logged a line whose msg contains
-// what, and returns it.
+// waitLog waits until agent id's current run has logged a line whose msg
+// contains what, and returns the first; it fails at once if the agent exits
+// without.
 func (c *cluster) waitLog(id, what string, within time.Duration) map[string]any {
 	c.t.Helper()
 	var rec map[string]any
 	waitFor(c.t, within, fmt.Sprintf("%s logs %q", id, what), func() (bool, string) {
-		if ls := c.proc(id).logLines(what); len(ls) > 0 {
+		p := c.proc(id)
+		alive := p.alive()
+		if ls := p.logLines(what); len(ls) > 0 {
 			rec = ls[0]
 			return true, ""
+		}
+		if !alive {
+			c.t.Fatalf("%s exited %d before logging %q", id, p.exitCode, what)
 		}
 		return false, "not yet"
 	})
