@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -122,3 +123,82 @@ func TestE2EOwnReplayAfterRestart(t *testing.T) {
 	c.stopAll()
 }
 
+// waitUp waits until agent id joined at least d ago (its "joined election"
+// log line): past an agent's start window, a duplicate-id report no longer
+// stops it.
+func (c *cluster) waitUp(id string, d time.Duration) {
+	c.t.Helper()
+	rec := c.waitLog(id, "joined election", 60*time.Second)
+	at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(rec["time"]))
+	if err != nil {
+		c.t.Fatalf("%s: joined-election line %v: %v", id, rec, err)
+	}
+	time.Sleep(time.Until(at.Add(d)))
+}
+
+// TestE2EForgedDuplicateID: with authentication off, a forged message in a
+// running member's name with another incarnation is reported (log, /status,
+// /metrics, /readyz) and stops nobody — one each at two members, then a
+// sustained stream at one. Before, the first message made its target exit 5
+// ("another process speaks as a1"), and two stopped a majority.
+func TestE2EForgedDuplicateID(t *testing.T) {
+	url, _ := natstest.Start(t)
+	hb, et := 100*time.Millisecond, 600*time.Millisecond
+	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil, hb, et, 20*time.Millisecond)
+	c.group = "e2e-forged-dup"
+	f := newForger(t, url, c.group)
+	for _, id := range c.ids {
+		c.start(id)
+	}
+	leader, term := c.waitBestLeader(90 * time.Second)
+	for _, id := range c.ids {
+		c.waitUp(id, startWindow*et+et)
+	}
+	forged := func(as string, n int) []byte {
+		// A refused pre-vote for nobody: only its sender's id matters.
+		return f.forge(map[string]any{"type": "vote", "from": as, "candidate": "zz", "priority": 1,
+			"term": term, "pre": true, "inc": 4242 + n})
+	}
+	// One message each at two members (a majority, if each stopped).
+	f.publish(forged("a1", 0), forged("a2", 0))
+	for _, id := range []string{"a1", "a2"} {
+		c.waitLog(id, "keeps running", 15*time.Second)
+	}
+	// A stream at a1, one message every half election timeout for four
+	// election timeouts; /readyz says why it is not ready meanwhile.
+	sawUnready := ""
+	for i := range 8 {
+		f.publish(forged("a1", i+1))
+		if sawUnready == "" {
+			if code, body, err := c.proc("a1").get("/readyz"); err == nil && code == 503 && strings.Contains(body, "another process spoke with this agent's id") {
+				sawUnready = body
+			}
+		}
+		time.Sleep(et / 2)
+	}
+	if sawUnready == "" {
+		t.Errorf("a1's /readyz never said another process speaks with its id")
+	}
+	for _, id := range c.ids {
+		if p := c.proc(id); !p.alive() {
+			t.Fatalf("%s exited %d after forged duplicate-id messages", id, p.exitCode)
+		}
+	}
+	s, err := c.proc("a1").status()
+	if err != nil || s.DuplicateIDs < 2 || !strings.Contains(s.LastDuplicateID, `another process speaks as "a1"`) {
+		t.Fatalf("a1 /status: duplicate_ids %d %q (%v)", s.DuplicateIDs, s.LastDuplicateID, err)
+	}
+	if code, body, err := c.proc("a1").get("/metrics"); err != nil || code != 200 || !strings.Contains(body, `electcore_duplicate_ids_total{group="`+c.group+`",id="a1"} `) ||
+		strings.Contains(body, `electcore_duplicate_ids_total{group="`+c.group+`",id="a1"} 0`) {
+		t.Fatalf("a1 /metrics: %d %v (want duplicate_ids_total > 0)", code, err)
+	}
+	if l, tm, _ := c.waitAgreement("", 1, 10*time.Second); l != leader || tm != term {
+		t.Fatalf("after the forged messages %s leads term %d, want %s term %d", l, tm, leader, term)
+	}
+	// Ready again two election timeouts after the last one.
+	waitFor(t, 10*time.Second, "a1 ready again", func() (bool, string) {
+		code, body, err := c.proc("a1").get("/readyz")
+		return err == nil && code == 200, fmt.Sprint(code, body, err)
+	})
+	c.stopAll()
+}

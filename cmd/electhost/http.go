@@ -123,6 +123,17 @@ func readiness(cs core.Status, now int64, electionTimeoutMs int64) (bool, string
 	return false, "leader " + cs.Leader + " is not a known member"
 }
 
+// readiness is readiness, except that a recent report of another process
+// speaking with this agent's id makes it not ready (dupGuard).
+func (st *agentState) readiness(cs core.Status, now int64, electionTimeoutMs int64) (bool, string) {
+	if st.dup != nil {
+		if why := st.dup.unready(time.Now()); why != "" {
+			return false, why
+		}
+	}
+	return readiness(cs, now, electionTimeoutMs)
+}
+
 // newHTTPHandler serves /healthz (the process is up and has not shut down),
 // /readyz (joined and a current leader known: readiness), /status (JSON),
 // /metrics and POST /resign (ctl, with its bearer token).
@@ -151,7 +162,7 @@ func newHTTPHandler(st *agentState, status func() (core.Status, bool), clock hos
 			http.Error(w, "not joined", http.StatusServiceUnavailable)
 			return
 		}
-		ready, why := readiness(cs, clock.NowMs(), ctl.et.Milliseconds())
+		ready, why := st.readiness(cs, clock.NowMs(), ctl.et.Milliseconds())
 		if !ready {
 			http.Error(w, why, http.StatusServiceUnavailable)
 			return
@@ -169,7 +180,7 @@ func newHTTPHandler(st *agentState, status func() (core.Status, bool), clock hos
 		enc.SetIndent("", "  ")
 		now := clock.NowMs()
 		sj := toStatusJSON(cs, now, lead)
-		sj.Ready, sj.ReadyReason = readiness(cs, now, ctl.et.Milliseconds())
+		sj.Ready, sj.ReadyReason = st.readiness(cs, now, ctl.et.Milliseconds())
 		st.mu.Lock()
 		sj.DuplicateIDs, sj.LastDuplicateID = st.duplicates, st.lastDup
 		st.mu.Unlock()

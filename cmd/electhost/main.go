@@ -26,9 +26,11 @@ const (
 	exitUsage     = 2 // bad flags or arguments
 	exitConfig    = 3 // bad configuration or unusable state directory / wasm module
 	exitTransport = 4 // the transport or broker cannot be reached (pilotctl missing, NATS down)
-	// exitDuplicateID: another process runs with this agent's --id. Distinct
-	// so that a supervisor can be told not to restart it (systemd:
-	// RestartPreventExitStatus=5): restarting brings the duplicate back.
+	// exitDuplicateID: while this agent started, another process was heard
+	// running with its --id for an election timeout (dupGuard); an agent
+	// running first never exits with it. Distinct so that a supervisor
+	// can tell it from a crash; restarting is harmless (a restart stops
+	// again while the other runs).
 	exitDuplicateID = 5
 	// exitTimeout: electhost members add/remove did not see the change
 	// committed in time; it may still commit.

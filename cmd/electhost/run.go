@@ -89,7 +89,7 @@ Exit status:
   2  bad flags or a config the core refuses; CMD not found
   3  state directory, module, --http address or saved state unusable
   4  the transport (NATS, pilotctl, the pilot daemon) unreachable
-  5  another process runs with this --id (duplicate id): fix, do not restart
+  5  another process was heard with this --id while this agent started
   N  --once: CMD's own exit code
 Every flag, default and exit code: cmd/electhost/README.md.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -323,6 +323,7 @@ type agentState struct {
 	duplicates uint64 // duplicate-id reports (this agent's id or a member's)
 	inConfig   bool   // in the last committed configuration (quorum mode)
 	lastDup    string // the last report's reason
+	dup        *dupGuard
 }
 
 func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
@@ -397,9 +398,12 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	var el *host.Election
 	var elp atomic.Pointer[host.Election] // el, for callbacks that may run before Join returns
 	lead := newLeadership(sup, o, logger)
-	// Another process with this agent's id: stop (exit 5) rather than vote
-	// twice (RATIONALE: "Duplicate ids").
+	// Another process with this agent's id: an agent still starting that
+	// hears it for an election timeout refuses to go on (exit 5); one that
+	// was running first keeps running and says so (RATIONALE: "Duplicate
+	// ids").
 	selfDup := make(chan string, 1)
+	st.dup = newDupGuard(time.Duration(o.cfg.ElectionTimeoutMs) * time.Millisecond)
 
 	cbs := host.Callbacks{
 		OnStartedLeading: func(lctx context.Context, term uint64) {
@@ -463,11 +467,19 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 			st.duplicates++
 			st.lastDup = reason
 			st.mu.Unlock()
-			if id == o.id { // another process speaks with our id
+			if id != o.id {
+				return // a member heard from two processes: the alarm is all
+			}
+			switch starting, refuse := st.dup.report(time.Now()); {
+			case refuse:
 				select {
 				case selfDup <- reason:
 				default:
 				}
+			case starting:
+				logger.Warn("another process speaks with this agent's id while it starts; if that goes on for an election timeout, this agent stops (exit 5)", "reason", reason)
+			default:
+				logger.Warn("another process speaks with this agent's id; this agent was running first and keeps running: stop the other one (give every agent its own --id)", "reason", reason)
 			}
 		},
 	}
@@ -496,6 +508,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	}
 
 	// Callbacks may fire before Join returns: mets must exist first.
+	st.dup.start(time.Now())
 	el, err = agent.Join(ctx, o.cfg, cbs) // the host logs "joined election"
 	elp.Store(el)
 	if err != nil {
@@ -556,9 +569,9 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	case <-ctx.Done():
 		logger.Info("signal received; stopping")
 	case reason := <-selfDup:
-		result = &exitError{code: exitDuplicateID, err: fmt.Errorf("another process runs with --id %s in group %s (%s); this agent stopped: give every agent its own --id",
+		result = &exitError{code: exitDuplicateID, err: fmt.Errorf("another process runs with --id %s in group %s (%s); this agent, just started, did not go on: give every agent its own --id",
 			o.id, o.group, reason)}
-		logger.Error("duplicate id: stopping", "reason", reason)
+		logger.Error("duplicate id: another process with this id was heard for an election timeout while this agent started; stopping", "reason", reason)
 	case r := <-lead.onceDone:
 		if r.exited {
 			logger.Info("command exited; resigning", "code", r.code)
