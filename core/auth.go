@@ -7,7 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"fmt"
+	"errors"
 	"hash"
 	"maps"
 	"slices"
@@ -116,21 +116,21 @@ func (c *Config) normalizeAuth() error {
 	case "", AuthOff:
 		c.Auth = AuthOff
 		if len(c.Key) > 0 || len(c.MemberKeys) > 0 {
-			return fmt.Errorf("auth off but key material given: set auth to %q or %q", AuthHMAC, AuthEd25519)
+			return errors.New("auth off but key material given: set auth to " + strconv.Quote(string(AuthHMAC)) + " or " + strconv.Quote(string(AuthEd25519)))
 		}
 		return nil
 	case AuthHMAC:
 		if len(c.Key) < MinHMACKey || len(c.Key) > MaxHMACKey {
-			return fmt.Errorf("auth hmac: key of %d bytes, want %d..%d", len(c.Key), MinHMACKey, MaxHMACKey)
+			return errors.New("auth hmac: key of " + strconv.Itoa(len(c.Key)) + " bytes, want " + strconv.Itoa(MinHMACKey) + ".." + strconv.Itoa(MaxHMACKey))
 		}
 		if len(c.MemberKeys) > 0 {
-			return fmt.Errorf("auth hmac: member keys given (they are for %q)", AuthEd25519)
+			return errors.New("auth hmac: member keys given (they are for " + strconv.Quote(string(AuthEd25519)) + ")")
 		}
 		c.Key = slices.Clone(c.Key)
 		return nil
 	case AuthEd25519:
 	default:
-		return fmt.Errorf("auth %q: want %q, %q or %q", c.Auth, AuthOff, AuthHMAC, AuthEd25519)
+		return errors.New("auth " + strconv.Quote(string(c.Auth)) + ": want " + strconv.Quote(string(AuthOff)) + ", " + strconv.Quote(string(AuthHMAC)) + " or " + strconv.Quote(string(AuthEd25519)))
 	}
 	var priv ed25519.PrivateKey
 	switch len(c.Key) {
@@ -139,13 +139,13 @@ func (c *Config) normalizeAuth() error {
 	case ed25519.PrivateKeySize:
 		priv = ed25519.NewKeyFromSeed(c.Key[:ed25519.SeedSize])
 		if !bytes.Equal(priv, c.Key) {
-			return fmt.Errorf("auth ed25519: private key corrupt (its public half does not match its seed)")
+			return errors.New("auth ed25519: private key corrupt (its public half does not match its seed)")
 		}
 	default:
-		return fmt.Errorf("auth ed25519: private key of %d bytes, want %d (or the %d-byte seed)", len(c.Key), ed25519.PrivateKeySize, ed25519.SeedSize)
+		return errors.New("auth ed25519: private key of " + strconv.Itoa(len(c.Key)) + " bytes, want " + strconv.Itoa(ed25519.PrivateKeySize) + " (or the " + strconv.Itoa(ed25519.SeedSize) + "-byte seed)")
 	}
 	if len(c.MemberKeys) > MaxMembers {
-		return fmt.Errorf("member_keys: %d listed, at most %d", len(c.MemberKeys), MaxMembers)
+		return errors.New("member_keys: " + strconv.Itoa(len(c.MemberKeys)) + " listed, at most " + strconv.Itoa(MaxMembers))
 	}
 	keys := make(map[string][]byte, len(c.MemberKeys)+1)
 	for _, id := range slices.Sorted(maps.Keys(c.MemberKeys)) {
@@ -154,7 +154,7 @@ func (c *Config) normalizeAuth() error {
 		}
 		k := c.MemberKeys[id]
 		if len(k) != ed25519.PublicKeySize {
-			return fmt.Errorf("member_keys %q: public key of %d bytes, want %d", id, len(k), ed25519.PublicKeySize)
+			return errors.New("member_keys " + strconv.Quote(id) + ": public key of " + strconv.Itoa(len(k)) + " bytes, want " + strconv.Itoa(ed25519.PublicKeySize))
 		}
 		keys[id] = slices.Clone(k)
 	}
@@ -162,11 +162,11 @@ func (c *Config) normalizeAuth() error {
 	if k, ok := keys[c.ID]; !ok {
 		keys[c.ID] = pub
 	} else if !bytes.Equal(k, pub) {
-		return fmt.Errorf("member_keys %q: does not match this agent's private key", c.ID)
+		return errors.New("member_keys " + strconv.Quote(c.ID) + ": does not match this agent's private key")
 	}
 	for _, m := range c.Members {
 		if _, ok := keys[m]; !ok {
-			return fmt.Errorf("member_keys: no public key for member %q", m)
+			return errors.New("member_keys: no public key for member " + strconv.Quote(m))
 		}
 	}
 	c.Key, c.MemberKeys = []byte(priv), keys
@@ -448,16 +448,16 @@ func Seal(mode AuthMode, key []byte, group string, payload []byte, epoch, ctr ui
 		case ed25519.PrivateKeySize:
 			a.priv = ed25519.PrivateKey(key)
 		default:
-			return nil, fmt.Errorf("seal: ed25519 key of %d bytes", len(key))
+			return nil, errors.New("seal: ed25519 key of " + strconv.Itoa(len(key)) + " bytes")
 		}
 	default:
-		return nil, fmt.Errorf("seal: auth mode %q", mode)
+		return nil, errors.New("seal: auth mode " + strconv.Quote(string(mode)))
 	}
 	if err := decodeWire(payload, &a.sealMsg); err != nil {
-		return nil, fmt.Errorf("seal: %v", err)
+		return nil, errors.New("seal: " + err.Error())
 	}
 	if ctr == 0 || epoch == 0 {
-		return nil, fmt.Errorf("seal: epoch and ctr start at 1")
+		return nil, errors.New("seal: epoch and ctr start at 1")
 	}
 	a.ctr = ctr - 1
 	return a.seal(group, payload), nil

@@ -4,8 +4,8 @@ package core
 
 import (
 	"errors"
-	"fmt"
 	"slices"
+	"strconv"
 )
 
 // Mode selects the election algorithm of a group.
@@ -183,35 +183,35 @@ func (c Config) WithTimingDefaults() (Config, error) {
 		c.HeartbeatMs = DefaultHeartbeatMs
 	}
 	if c.HeartbeatMs < 10 || c.HeartbeatMs > 600_000 {
-		return c, fmt.Errorf("heartbeat_ms %d: want 10..600000", c.HeartbeatMs)
+		return c, errors.New("heartbeat_ms " + itoa(c.HeartbeatMs) + ": want 10..600000")
 	}
 	if c.ElectionTimeoutMs == 0 {
 		c.ElectionTimeoutMs = max(DefaultElectionTimeoutMs, 3*c.HeartbeatMs)
 	}
 	if c.ElectionTimeoutMs < 3*c.HeartbeatMs || c.ElectionTimeoutMs > 3_600_000 {
-		return c, fmt.Errorf("election_timeout_ms %d: want 3×heartbeat (%d)..3600000", c.ElectionTimeoutMs, 3*c.HeartbeatMs)
+		return c, errors.New("election_timeout_ms " + itoa(c.ElectionTimeoutMs) + ": want 3×heartbeat (" + itoa(3*c.HeartbeatMs) + ")..3600000")
 	}
 	if c.MaxDriftPPM == 0 {
 		c.MaxDriftPPM = DefaultMaxDriftPPM
 	}
 	if c.MaxDriftPPM < 0 || c.MaxDriftPPM > maxDriftPPM {
-		return c, fmt.Errorf("max_drift_ppm %d: want 0..%d", c.MaxDriftPPM, maxDriftPPM)
+		return c, errors.New("max_drift_ppm " + itoa(c.MaxDriftPPM) + ": want 0.." + itoa(maxDriftPPM))
 	}
 	maxLease := MaxLeaseMs(c.ElectionTimeoutMs, c.MaxDriftPPM)
 	if c.HandoffHoldMs < 0 || c.HandoffHoldMs > maxLease-2*c.HeartbeatMs {
-		return c, fmt.Errorf("handoff_hold_ms %d: want 0..%d (the safe lease %d less two heartbeats)", c.HandoffHoldMs, max(maxLease-2*c.HeartbeatMs, 0), maxLease)
+		return c, errors.New("handoff_hold_ms " + itoa(c.HandoffHoldMs) + ": want 0.." + itoa(max(maxLease-2*c.HeartbeatMs, 0)) + " (the safe lease " + itoa(maxLease) + " less two heartbeats)")
 	}
 	if c.LeaseMs == 0 {
 		c.LeaseMs = maxLease - c.HandoffHoldMs
 	}
 	if c.LeaseMs < 2*c.HeartbeatMs || c.LeaseMs+c.HandoffHoldMs > maxLease {
-		return c, fmt.Errorf("lease_ms %d: want 2×heartbeat (%d)..%d (election timeout shrunk by the drift bound, less handoff_hold_ms)", c.LeaseMs, 2*c.HeartbeatMs, maxLease-c.HandoffHoldMs)
+		return c, errors.New("lease_ms " + itoa(c.LeaseMs) + ": want 2×heartbeat (" + itoa(2*c.HeartbeatMs) + ").." + itoa(maxLease-c.HandoffHoldMs) + " (election timeout shrunk by the drift bound, less handoff_hold_ms)")
 	}
 	if c.CollectMs == 0 {
 		c.CollectMs = c.ElectionTimeoutMs / 4
 	}
 	if c.CollectMs < 1 || c.CollectMs > c.ElectionTimeoutMs {
-		return c, fmt.Errorf("collect_ms %d: want 1..election timeout (%d)", c.CollectMs, c.ElectionTimeoutMs)
+		return c, errors.New("collect_ms " + itoa(c.CollectMs) + ": want 1..election timeout (" + itoa(c.ElectionTimeoutMs) + ")")
 	}
 	return c, nil
 }
@@ -229,13 +229,13 @@ func (c Config) normalize() (Config, error) {
 		c.Mode = ModeQuorum
 	case ModeQuorum, ModeBully:
 	default:
-		return c, fmt.Errorf("mode %q: want %q or %q", c.Mode, ModeQuorum, ModeBully)
+		return c, errors.New("mode " + strconv.Quote(string(c.Mode)) + ": want " + strconv.Quote(string(ModeQuorum)) + " or " + strconv.Quote(string(ModeBully)))
 	}
 	if c.Priority == 0 {
 		c.Priority = Cksum([]byte(c.ID))
 	}
 	if len(c.Members) > MaxMembers {
-		return c, fmt.Errorf("members: %d listed, at most %d", len(c.Members), MaxMembers)
+		return c, errors.New("members: " + strconv.Itoa(len(c.Members)) + " listed, at most " + strconv.Itoa(MaxMembers))
 	}
 	members := slices.Clone(c.Members)
 	slices.Sort(members)
@@ -244,7 +244,7 @@ func (c Config) normalize() (Config, error) {
 			return c, err
 		}
 		if i > 0 && members[i-1] == m {
-			return c, fmt.Errorf("members: %q listed twice", m)
+			return c, errors.New("members: " + strconv.Quote(m) + " listed twice")
 		}
 	}
 	if c.AwaitConfig && c.Mode != ModeQuorum {
@@ -252,7 +252,7 @@ func (c Config) normalize() (Config, error) {
 	}
 	if len(members) > 0 {
 		if _, ok := slices.BinarySearch(members, c.ID); !ok && !c.AwaitConfig {
-			return c, fmt.Errorf("members: must include this agent's id %q (or await_config to wait to be added)", c.ID)
+			return c, errors.New("members: must include this agent's id " + strconv.Quote(c.ID) + " (or await_config to wait to be added)")
 		}
 	} else if c.Mode == ModeQuorum {
 		return c, errors.New("members: quorum mode needs the full member list (or use bully mode)")
@@ -275,14 +275,14 @@ func (c Config) normalize() (Config, error) {
 // and group names never need escaping in JSON, topics, file names or argv.
 func checkName(what, s string) error {
 	if s == "" {
-		return fmt.Errorf("%s: empty", what)
+		return errors.New(what + ": empty")
 	}
 	if len(s) > MaxIDLen {
-		return fmt.Errorf("%s: %d bytes, at most %d", what, len(s), MaxIDLen)
+		return errors.New(what + ": " + strconv.Itoa(len(s)) + " bytes, at most " + strconv.Itoa(MaxIDLen))
 	}
 	for i := 0; i < len(s); i++ {
 		if !nameByte(s[i]) {
-			return fmt.Errorf("%s %q: byte %d (%q) not in [A-Za-z0-9._:@/+-]", what, s, i, s[i])
+			return errors.New(what + " " + strconv.Quote(s) + ": byte " + strconv.Itoa(i) + " (" + strconv.QuoteRune(rune(s[i])) + ") not in [A-Za-z0-9._:@/+-]")
 		}
 	}
 	return nil

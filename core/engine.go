@@ -2,8 +2,9 @@ package core
 
 import (
 	"container/heap"
-	"fmt"
+	"errors"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -84,7 +85,7 @@ func (e *Engine) Join(spec GroupSpec, now int64, out *Output) error {
 	e.Step(&in, out)
 	for _, ev := range out.Events[n:] {
 		if ev.Kind == EventRejected {
-			return fmt.Errorf("join %q: %s", spec.Config.Group, ev.Reason)
+			return errors.New("join " + strconv.Quote(spec.Config.Group) + ": " + ev.Reason)
 		}
 	}
 	return nil
@@ -114,7 +115,7 @@ func (e *Engine) Groups() []string {
 func (e *Engine) join(spec *GroupSpec) {
 	cfg, err := spec.Config.normalize()
 	if err != nil {
-		e.refuse(spec.Request, spec.Config.Group, fmt.Sprintf("join: %v", err))
+		e.refuse(spec.Request, spec.Config.Group, "join: "+err.Error())
 		return
 	}
 	topic := Topic(cfg.Group)
@@ -123,19 +124,19 @@ func (e *Engine) join(spec *GroupSpec) {
 		return
 	}
 	if spec.State.Group != "" && spec.State.Group != cfg.Group {
-		e.refuse(spec.Request, cfg.Group, fmt.Sprintf("join: persisted state belongs to group %q", spec.State.Group))
+		e.refuse(spec.Request, cfg.Group, "join: persisted state belongs to group "+strconv.Quote(spec.State.Group))
 		return
 	}
 	if spec.State.Term > MaxTerm {
-		e.refuse(spec.Request, cfg.Group, fmt.Sprintf("join: persisted term %d exceeds %d (written by a version whose terms could be forced up by one message): delete the group's state file to start over", spec.State.Term, uint64(MaxTerm)))
+		e.refuse(spec.Request, cfg.Group, "join: persisted term "+uitoa(spec.State.Term)+" exceeds "+uitoa(MaxTerm)+" (written by a version whose terms could be forced up by one message): delete the group's state file to start over")
 		return
 	}
 	if err := checkPersistedConf(cfg, spec.State); err != nil {
-		e.refuse(spec.Request, cfg.Group, fmt.Sprintf("join: %v", err))
+		e.refuse(spec.Request, cfg.Group, "join: "+err.Error())
 		return
 	}
 	if spec.State.Vote != "" && cfg.Mode == ModeQuorum && spec.State.ConfIndex == 0 && slices.Index(cfg.Members, spec.State.Vote) < 0 {
-		e.refuse(spec.Request, cfg.Group, fmt.Sprintf("join: persisted vote for %q, not a member", spec.State.Vote))
+		e.refuse(spec.Request, cfg.Group, "join: persisted vote for "+strconv.Quote(spec.State.Vote)+", not a member")
 		return
 	}
 	g := newGroup(cfg, spec.State, e.now)
@@ -153,7 +154,7 @@ func (e *Engine) join(spec *GroupSpec) {
 func (e *Engine) receive(m *Message) {
 	g, ok := e.groups[m.Topic]
 	if !ok {
-		e.reject("", fmt.Sprintf("no group joined for topic %q", truncate(m.Topic)))
+		e.reject("", "no group joined for topic "+strconv.Quote(truncate(m.Topic)))
 		return
 	}
 	if err := decodeWire(m.Payload, &e.msg); err != nil {
@@ -163,7 +164,7 @@ func (e *Engine) receive(m *Message) {
 	}
 	if e.msg.Group != "" && e.msg.Group != g.cfg.Group {
 		g.rejected++
-		e.reject(g.cfg.Group, fmt.Sprintf("wrong group %q", e.msg.Group))
+		e.reject(g.cfg.Group, "wrong group "+strconv.Quote(e.msg.Group))
 		return
 	}
 	if e.msg.From == g.cfg.ID && (e.msg.Inc == 0 || e.msg.Inc == g.inc) {
@@ -199,7 +200,7 @@ func (e *Engine) receive(m *Message) {
 func (e *Engine) command(c *Command) {
 	g, ok := e.groups[Topic(c.Group)]
 	if !ok {
-		e.refuse(c.Request, c.Group, fmt.Sprintf("%s: group not joined", c.Kind))
+		e.refuse(c.Request, c.Group, c.Kind.String()+": group not joined")
 		return
 	}
 	var reason string
@@ -222,7 +223,7 @@ func (e *Engine) command(c *Command) {
 		e.leave(g)
 		return
 	default:
-		reason = fmt.Sprintf("unknown command %d", c.Kind)
+		reason = "unknown command " + strconv.Itoa(int(c.Kind))
 	}
 	if reason != "" {
 		e.refuse(c.Request, g.cfg.Group, c.Kind.String()+": "+reason)

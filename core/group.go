@@ -1,7 +1,6 @@
 package core
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -216,9 +215,10 @@ func (g *group) duplicateSelf(e *Engine, inc uint64) {
 	}
 	g.selfDupOnce, g.selfDupAt = true, e.now
 	g.duplicates++
-	e.event(Event{Kind: EventDuplicateID, Group: g.cfg.Group, Term: g.term, Member: g.cfg.ID, Reason: fmt.Sprintf(
-		"another process speaks as %q, this agent's id (incarnation %d, ours %d): two agents with one id vote twice; give every agent its own id",
-		g.cfg.ID, inc, g.inc)})
+	reason := "another process speaks as " + strconv.Quote(g.cfg.ID) +
+		", this agent's id (incarnation " + uitoa(inc) + ", ours " + uitoa(g.inc) +
+		"): two agents with one id vote twice; give every agent its own id"
+	e.event(Event{Kind: EventDuplicateID, Group: g.cfg.Group, Term: g.term, Member: g.cfg.ID, Reason: reason})
 }
 
 // trackIncarnation follows the sender's incarnation and reports a member ID
@@ -232,9 +232,10 @@ func (g *group) trackIncarnation(e *Engine, m *wireMsg) {
 	if f.inc != 0 && m.Inc == f.prevInc && (!f.dupOnce || e.now-f.dupAt >= g.cfg.ElectionTimeoutMs) {
 		f.dupOnce, f.dupAt = true, e.now
 		g.duplicates++
-		e.event(Event{Kind: EventDuplicateID, Group: g.cfg.Group, Term: g.term, Member: f.id, Reason: fmt.Sprintf(
-			"member %q is heard from two processes at once (incarnations %d and %d): two agents with one id vote twice; give every agent its own id",
-			f.id, f.inc, m.Inc)})
+		reason := "member " + strconv.Quote(f.id) +
+			" is heard from two processes at once (incarnations " + uitoa(f.inc) + " and " + uitoa(m.Inc) +
+			"): two agents with one id vote twice; give every agent its own id"
+		e.event(Event{Kind: EventDuplicateID, Group: g.cfg.Group, Term: g.term, Member: f.id, Reason: reason})
 	}
 	f.prevInc, f.inc = f.inc, m.Inc
 }
@@ -360,4 +361,7 @@ func (g *group) status() Status {
 	return s
 }
 
+// Reasons and errors are built with strconv rather than fmt: fmt, and the
+// reflection it brings, would be ~280 KB of the wasm module (RATIONALE.md).
 func uitoa(v uint64) string { return strconv.FormatUint(v, 10) }
+func itoa(v int64) string   { return strconv.FormatInt(v, 10) }

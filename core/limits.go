@@ -2,7 +2,7 @@ package core
 
 import (
 	"errors"
-	"fmt"
+	"strconv"
 )
 
 // Nesting limits. parseWire enforces MaxWireDepth as it scans; CheckBatch
@@ -25,7 +25,7 @@ const (
 // constant stack. It does not check that b is an Input; the decoder does.
 func CheckBatch(b []byte) error {
 	if len(b) > MaxBatchBytes {
-		return fmt.Errorf("batch of %d bytes exceeds %d", len(b), MaxBatchBytes)
+		return errors.New("batch of " + strconv.Itoa(len(b)) + " bytes exceeds " + strconv.Itoa(MaxBatchBytes))
 	}
 	// The walk reads msgpack prefixes directly (msgp's NextType, Read*Header
 	// and Skip cost 5× more, twice per wasm step: host and module both check).
@@ -53,7 +53,7 @@ func CheckBatch(b []byte) error {
 			size += uint64(c & 0x1f)
 		default:
 			if c < 0xc4 { // 0xc1: never used
-				return fmt.Errorf("batch: invalid msgpack prefix %#x at byte %d", c, i)
+				return errors.New("batch: invalid msgpack prefix 0x" + strconv.FormatUint(uint64(c), 16) + " at byte " + strconv.Itoa(i))
 			}
 			h := msgpHeaders[c-0xc4]
 			size += uint64(h.lenBytes) + uint64(h.fixed)
@@ -81,7 +81,7 @@ func CheckBatch(b []byte) error {
 		i += int(size)
 		if container {
 			if depth++; depth > MaxBatchDepth {
-				return fmt.Errorf("batch nested deeper than %d", MaxBatchDepth)
+				return errors.New("batch nested deeper than " + strconv.Itoa(MaxBatchDepth))
 			}
 			stack[depth] = children
 		}

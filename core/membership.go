@@ -4,8 +4,8 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"slices"
+	"strconv"
 )
 
 // Membership changes in quorum mode: single-server changes (Ongaro,
@@ -124,10 +124,10 @@ func checkPersistedConf(c Config, st GroupState) error {
 		return nil
 	}
 	if st.ConfTerm > MaxTerm {
-		return fmt.Errorf("persisted configuration of term %d, beyond %d", st.ConfTerm, uint64(MaxTerm))
+		return errors.New("persisted configuration of term " + uitoa(st.ConfTerm) + ", beyond " + uitoa(MaxTerm))
 	}
 	if err := checkMemberList(st.Members); err != nil {
-		return fmt.Errorf("persisted configuration: %v", err)
+		return errors.New("persisted configuration: " + err.Error())
 	}
 	if c.Auth == AuthEd25519 {
 		for i, id := range st.Members {
@@ -139,7 +139,7 @@ func checkPersistedConf(c Config, st GroupState) error {
 				k = c.MemberKeys[id]
 			}
 			if len(k) != ed25519.PublicKeySize {
-				return fmt.Errorf("persisted configuration: no ed25519 public key for member %q (pass it in member_keys)", id)
+				return errors.New("persisted configuration: no ed25519 public key for member " + strconv.Quote(id) + " (pass it in member_keys)")
 			}
 		}
 	}
@@ -149,14 +149,14 @@ func checkPersistedConf(c Config, st GroupState) error {
 // checkMemberList accepts 1–MaxMembers valid names, sorted and unique.
 func checkMemberList(ids []string) error {
 	if len(ids) == 0 || len(ids) > MaxMembers {
-		return fmt.Errorf("%d members, want 1..%d", len(ids), MaxMembers)
+		return errors.New(strconv.Itoa(len(ids)) + " members, want 1.." + strconv.Itoa(MaxMembers))
 	}
 	for i, id := range ids {
 		if err := checkName("member", id); err != nil {
 			return err
 		}
 		if i > 0 && ids[i-1] >= id {
-			return fmt.Errorf("members not sorted and unique at %q", id)
+			return errors.New("members not sorted and unique at " + strconv.Quote(id))
 		}
 	}
 	return nil
@@ -171,11 +171,11 @@ func checkConfigFields(m *wireMsg) error {
 		return err
 	}
 	if len(m.Keys) != 0 && len(m.Keys) != len(m.Members) {
-		return fmt.Errorf("%d keys for %d members", len(m.Keys), len(m.Members))
+		return errors.New(strconv.Itoa(len(m.Keys)) + " keys for " + strconv.Itoa(len(m.Members)) + " members")
 	}
 	for _, k := range m.Keys {
 		if b, err := keyEncoding.DecodeString(k); err != nil || len(b) != ed25519.PublicKeySize {
-			return fmt.Errorf("key %q is not a base64url ed25519 public key", truncate(k))
+			return errors.New("key " + strconv.Quote(truncate(k)) + " is not a base64url ed25519 public key")
 		}
 	}
 	return nil
@@ -381,7 +381,7 @@ func (g *group) changeMembers(e *Engine, op, id string, key []byte) string {
 		return err.Error()
 	}
 	if g.cfg.Auth == AuthEd25519 && op == opAdd && len(key) != ed25519.PublicKeySize {
-		return fmt.Sprintf("adding %s needs its ed25519 public key (%d bytes, got %d)", id, ed25519.PublicKeySize, len(key))
+		return "adding " + id + " needs its ed25519 public key (" + strconv.Itoa(ed25519.PublicKeySize) + " bytes, got " + strconv.Itoa(len(key)) + ")"
 	}
 	if g.cfg.Auth != AuthEd25519 && len(key) != 0 {
 		return "a key is only for groups that use ed25519"
@@ -426,7 +426,7 @@ func (g *group) checkChange(ch confChange) string {
 	case ch.op == opAdd && in:
 		return ch.member + " is already a member"
 	case ch.op == opAdd && len(g.conf.members) >= MaxMembers:
-		return fmt.Sprintf("the group has %d members, the most it may have", MaxMembers)
+		return "the group has " + strconv.Itoa(MaxMembers) + " members, the most it may have"
 	case ch.op == opRemove && !in:
 		return ch.member + " is not a member"
 	case ch.op == opRemove && len(g.conf.members) == 1:
@@ -474,7 +474,7 @@ func (g *group) propose(e *Engine, ch confChange) string {
 	g.setConf(c)
 	if g.configPayload(e) == nil {
 		g.setConf(prev)
-		return fmt.Sprintf("the configuration would not fit in one %d-byte message", MaxPayload)
+		return "the configuration would not fit in one " + strconv.Itoa(MaxPayload) + "-byte message"
 	}
 	g.dirty = true
 	g.confCommitted, g.confAcked = false, g.confAcked[:0]

@@ -2,7 +2,6 @@ package core
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 )
@@ -74,7 +73,7 @@ type flexStamp struct{}
 // allocations) or returns the reason the payload is rejected.
 func decodeWire(payload []byte, m *wireMsg) error {
 	if len(payload) > MaxPayload {
-		return fmt.Errorf("oversized: %d bytes, at most %d", len(payload), MaxPayload)
+		return errors.New("oversized: " + strconv.Itoa(len(payload)) + " bytes, at most " + strconv.Itoa(MaxPayload))
 	}
 	if err := parseWire(payload, m); err != nil { // (zeroes m first)
 		return err
@@ -91,7 +90,7 @@ func checkWire(m *wireMsg) error {
 			m.From = m.Candidate
 		}
 		if err := checkName("candidate", m.Candidate); err != nil {
-			return fmt.Errorf("malformed: %v", err)
+			return errors.New("malformed: " + err.Error())
 		}
 		if m.Priority == nil {
 			return errors.New("malformed: election without priority")
@@ -101,57 +100,57 @@ func checkWire(m *wireMsg) error {
 			m.From = m.Leader
 		}
 		if err := checkName("leader", m.Leader); err != nil {
-			return fmt.Errorf("malformed: %v", err)
+			return errors.New("malformed: " + err.Error())
 		}
 	case typeVote:
 		if err := checkName("candidate", m.Candidate); err != nil {
-			return fmt.Errorf("malformed: %v", err)
+			return errors.New("malformed: " + err.Error())
 		}
 	case typeAck:
 		if err := checkName("leader", m.Leader); err != nil {
-			return fmt.Errorf("malformed: %v", err)
+			return errors.New("malformed: " + err.Error())
 		}
 	case typeResign:
 		if m.From == "" {
 			m.From = m.Leader
 		}
 		if err := checkName("leader", m.Leader); err != nil {
-			return fmt.Errorf("malformed: %v", err)
+			return errors.New("malformed: " + err.Error())
 		}
 		if m.To != "" {
 			if err := checkName("to", m.To); err != nil {
-				return fmt.Errorf("malformed: %v", err)
+				return errors.New("malformed: " + err.Error())
 			}
 		}
 	case typeConfig:
 		if err := checkConfigFields(m); err != nil {
-			return fmt.Errorf("malformed: %v", err)
+			return errors.New("malformed: " + err.Error())
 		}
 	case typeChange:
 		if err := checkName("leader", m.Leader); err != nil {
-			return fmt.Errorf("malformed: %v", err)
+			return errors.New("malformed: " + err.Error())
 		}
 		if m.Op != opAdd && m.Op != opRemove {
-			return fmt.Errorf("malformed: change op %q: want %q or %q", truncate(m.Op), opAdd, opRemove)
+			return errors.New("malformed: change op " + strconv.Quote(truncate(m.Op)) + ": want " + strconv.Quote(opAdd) + " or " + strconv.Quote(opRemove))
 		}
 		if err := checkName("member", m.Member); err != nil {
-			return fmt.Errorf("malformed: %v", err)
+			return errors.New("malformed: " + err.Error())
 		}
 		if m.Key != "" {
 			if err := checkName("key", m.Key); err != nil {
-				return fmt.Errorf("malformed: %v", err)
+				return errors.New("malformed: " + err.Error())
 			}
 		}
 	case "":
 		return errors.New("malformed: no type")
 	default:
-		return fmt.Errorf("unknown type %q", truncate(m.Type))
+		return errors.New("unknown type " + strconv.Quote(truncate(m.Type)))
 	}
 	if err := checkName("from", m.From); err != nil {
-		return fmt.Errorf("malformed: %v", err)
+		return errors.New("malformed: " + err.Error())
 	}
 	if m.Term > MaxTerm {
-		return fmt.Errorf("malformed: term %d exceeds %d", m.Term, uint64(MaxTerm))
+		return errors.New("malformed: term " + uitoa(m.Term) + " exceeds " + uitoa(MaxTerm))
 	}
 	// Only the candidate asks for votes for itself, and only a leader speaks
 	// for itself: a message on someone else's behalf is refused here, before
@@ -159,16 +158,16 @@ func checkWire(m *wireMsg) error {
 	switch m.Type {
 	case typeElection:
 		if m.Candidate != m.From {
-			return fmt.Errorf("election for %s sent by %s", m.Candidate, m.From)
+			return errors.New("election for " + m.Candidate + " sent by " + m.From)
 		}
 	case typeLeader, typeHeartbeat, typeResign:
 		if m.Leader != m.From {
-			return fmt.Errorf("%s for %s sent by %s", m.Type, m.Leader, m.From)
+			return errors.New(m.Type + " for " + m.Leader + " sent by " + m.From)
 		}
 	}
 	if m.Group != "" {
 		if err := checkName("group", m.Group); err != nil {
-			return fmt.Errorf("malformed: %v", err)
+			return errors.New("malformed: " + err.Error())
 		}
 	}
 	return nil

@@ -11,8 +11,9 @@ package main
 
 import (
 	"encoding/base64"
-	"fmt"
+	"errors"
 	"runtime"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -58,7 +59,7 @@ func hdSave(p core.GroupState) error {
 	rc := hostPersist(saddr(p.Group), uint32(len(p.Group)), addr(stateBuf), uint32(len(stateBuf)))
 	runtime.KeepAlive(p.Group)
 	if rc != 0 {
-		return fmt.Errorf("persist %q failed (%d)", p.Group, rc)
+		return errors.New("persist " + strconv.Quote(p.Group) + " failed (" + strconv.Itoa(int(rc)) + ")")
 	}
 	return nil
 }
@@ -94,7 +95,7 @@ func hdRun(fill func() error) int64 {
 		// same output revokes is never reported.
 		held, perr := driver.Apply(&out)
 		if perr != nil {
-			hdLog(3, fmt.Sprintf("%v: %d publishes held until persist() succeeds", perr, held))
+			hdLog(3, perr.Error()+": "+itoa(held)+" publishes held until persist() succeeds")
 		}
 		delay = noTimer
 		if out.WakeAt > 0 {
@@ -117,7 +118,7 @@ func hdLog(level int32, msg string) {
 // split returns the input buffer's first a bytes and the b bytes after them.
 func split(a, b uint32) ([]byte, []byte, error) {
 	if uint64(a)+uint64(b) > uint64(len(inBuf)) {
-		return nil, nil, fail(errTooLarge, "input buffer holds %d bytes, %d+%d requested (call ec_input first)", len(inBuf), a, b)
+		return nil, nil, fail(errTooLarge, "input buffer holds "+itoa(len(inBuf))+" bytes, "+utoa(a)+"+"+utoa(b)+" requested (call ec_input first)")
 	}
 	return inBuf[:a], inBuf[a : a+b], nil
 }
@@ -135,18 +136,18 @@ func hdJoin(configLen, stateLen uint32) int64 {
 		}
 		var spec core.GroupSpec
 		if _, err := spec.Config.UnmarshalMsg(cb); err != nil {
-			return fail(errDecode, "hd_join: decode config: %v", err)
+			return fail(errDecode, "hd_join: decode config: "+err.Error())
 		}
 		if len(sb) > 0 {
 			if _, err := spec.State.UnmarshalMsg(sb); err != nil {
-				return fail(errDecode, "hd_join: decode state: %v", err)
+				return fail(errDecode, "hd_join: decode state: "+err.Error())
 			}
 		}
 		if err := spec.Config.Validate(); err != nil {
-			return fail(errRejected, "hd_join: %v", err)
+			return fail(errRejected, "hd_join: "+err.Error())
 		}
 		if _, ok := engine.Status(spec.Config.Group); ok {
-			return fail(errRejected, "hd_join: group %q already joined", spec.Config.Group)
+			return fail(errRejected, "hd_join: group "+strconv.Quote(spec.Config.Group)+" already joined")
 		}
 		in.Join = append(in.Join, spec)
 		return nil
@@ -187,7 +188,7 @@ func hdCommand(kind, groupLen, targetLen uint32) int64 {
 		if id, key, ok := strings.Cut(c.Target, " "); ok && c.Kind == core.CmdAddMember {
 			k := strings.NewReplacer("+", "-", "/", "_").Replace(strings.TrimRight(key, "="))
 			if c.Key, err = base64.RawURLEncoding.DecodeString(k); err != nil {
-				return fail(errDecode, "hd_command: the key of %q is not base64: %v", id, err)
+				return fail(errDecode, "hd_command: the key of "+strconv.Quote(id)+" is not base64: "+err.Error())
 			}
 			c.Target = id
 		}
@@ -214,7 +215,7 @@ func hdStatus(n uint32) int64 {
 		}
 		st, ok := engine.Status(string(b))
 		if !ok {
-			return fail(errNotFound, "group %q not joined", b)
+			return fail(errNotFound, "group "+strconv.Quote(string(b))+" not joined")
 		}
 		outBuf = appendStatus(outBuf[:0], &st)
 		return nil

@@ -20,7 +20,7 @@ package main
 
 import (
 	"errors"
-	"fmt"
+	"strconv"
 	"unsafe"
 
 	"github.com/electcore/electcore/core"
@@ -60,8 +60,29 @@ type codedError struct {
 
 func (e *codedError) Error() string { return e.msg }
 
-func fail(code int, format string, args ...any) error {
-	return &codedError{code: code, msg: fmt.Sprintf(format, args...)}
+// fail returns an error with a code. Messages are built with strconv, not
+// fmt: fmt, and the reflection it brings, would be ~280 KB of the module
+// (RATIONALE.md).
+func fail(code int, msg string) error {
+	return &codedError{code: code, msg: msg}
+}
+
+func itoa(n int) string    { return strconv.Itoa(n) }
+func utoa(n uint32) string { return strconv.FormatUint(uint64(n), 10) }
+
+// panicText is what fmt's %v prints for a recovered value that is an error,
+// a Stringer or a string (runtime faults are errors); the value of any other
+// type is named only by its kind, which fmt would need reflection to print.
+func panicText(r any) string {
+	switch v := r.(type) {
+	case error:
+		return v.Error()
+	case interface{ String() string }:
+		return v.String()
+	case string:
+		return v
+	}
+	return "(a value that is not an error or a string)"
 }
 
 func codeOf(err error) int {
@@ -76,7 +97,7 @@ func codeOf(err error) int {
 func guard(f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fail(errPanic, "electcore wasm: panic: %v", r)
+			err = fail(errPanic, "electcore wasm: panic: "+panicText(r))
 		}
 	}()
 	return f()
@@ -100,12 +121,12 @@ func pack(b []byte) int64 {
 // into outBuf.
 func stepBytes(b []byte) error {
 	if len(b) > core.MaxBatchBytes {
-		return fail(errTooLarge, "input batch of %d bytes exceeds %d", len(b), core.MaxBatchBytes)
+		return fail(errTooLarge, "input batch of "+itoa(len(b))+" bytes exceeds "+itoa(core.MaxBatchBytes))
 	}
 	// (DecodeInput checks nesting before any recursive decoder sees b; the
 	// payloads it decodes alias b, which stays put until the step is done.)
 	if err := core.DecodeInput(b, &in); err != nil {
-		return fail(errDecode, "decode input: %v", err)
+		return fail(errDecode, "decode input: "+err.Error())
 	}
 	out.Reset()
 	engine.Step(&in, &out)
@@ -116,7 +137,7 @@ func encodeOut() error {
 	var err error
 	outBuf, err = core.EncodeOutput(outBuf[:0], &out)
 	if err != nil {
-		return fail(errEncode, "encode output: %v", err)
+		return fail(errEncode, "encode output: "+err.Error())
 	}
 	return nil
 }
@@ -125,12 +146,12 @@ func encodeOut() error {
 func statusBytes(group string) error {
 	st, ok := engine.Status(group)
 	if !ok {
-		return fail(errNotFound, "group %q not joined", group)
+		return fail(errNotFound, "group "+strconv.Quote(group)+" not joined")
 	}
 	var err error
 	outBuf, err = st.MarshalMsg(outBuf[:0])
 	if err != nil {
-		return fail(errEncode, "encode status: %v", err)
+		return fail(errEncode, "encode status: "+err.Error())
 	}
 	return nil
 }
@@ -139,18 +160,18 @@ func statusBytes(group string) error {
 // time), failing if the core rejects it (in which case nothing changed).
 func joinBytes(b []byte) error {
 	if len(b) > core.MaxBatchBytes {
-		return fail(errTooLarge, "input of %d bytes exceeds %d", len(b), core.MaxBatchBytes)
+		return fail(errTooLarge, "input of "+itoa(len(b))+" bytes exceeds "+itoa(core.MaxBatchBytes))
 	}
 	var j core.Input
 	if err := core.DecodeInput(b, &j); err != nil {
-		return fail(errDecode, "decode join input: %v", err)
+		return fail(errDecode, "decode join input: "+err.Error())
 	}
 	if len(j.Join) != 1 || len(j.Inbound) != 0 || len(j.Commands) != 0 {
 		return fail(errDecode, "join: want exactly one GroupSpec and no inbound or commands (use step for batches)")
 	}
 	out.Reset()
 	if err := engine.Join(j.Join[0], j.Now, &out); err != nil {
-		return fail(errRejected, "%v", err)
+		return fail(errRejected, err.Error())
 	}
 	return encodeOut()
 }

@@ -44,7 +44,7 @@ func ecStep(n uint32) int64 {
 	err := guard(func() error {
 		b, ok := input(n)
 		if !ok {
-			return fail(errTooLarge, "ec_step(%d): input buffer holds %d bytes (call ec_input first)", n, len(inBuf))
+			return fail(errTooLarge, "ec_step("+utoa(n)+"): input buffer holds "+itoa(len(inBuf))+" bytes (call ec_input first)")
 		}
 		return stepBytes(b)
 	})
@@ -62,7 +62,7 @@ func ecJoin(n uint32) int64 {
 	err := guard(func() error {
 		b, ok := input(n)
 		if !ok {
-			return fail(errTooLarge, "ec_join(%d): input buffer holds %d bytes", n, len(inBuf))
+			return fail(errTooLarge, "ec_join("+utoa(n)+"): input buffer holds "+itoa(len(inBuf))+" bytes")
 		}
 		return joinBytes(b)
 	})
@@ -81,7 +81,7 @@ func ecStatus(n uint32) int64 {
 	err := guard(func() error {
 		b, ok := input(n)
 		if !ok {
-			return fail(errTooLarge, "ec_status(%d): input buffer holds %d bytes", n, len(inBuf))
+			return fail(errTooLarge, "ec_status("+utoa(n)+"): input buffer holds "+itoa(len(inBuf))+" bytes")
 		}
 		return statusBytes(string(b))
 	})

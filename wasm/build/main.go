@@ -6,16 +6,27 @@
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -ldflags="-s -w" -o electcore.wasm ./wasm
 //
-// with one difference: msgp's runtime package is built with its msgp→JSON
-// converter tables filled on first use instead of in init(). Upstream fills
-// them in init(), which links encoding/json's encoder, reflection-based
-// marshalling and ~115 KB of msgp's converters into every program that
-// imports msgp — ~580 KB of this module, which puts it over its 4 MB budget.
-// The module never converts msgp to JSON, so nothing else changes (the
-// plain build works too; it is just bigger). The patch is applied to a copy
-// of the msgp version in go.mod, outside the repository, and used through a
-// temporary go.work: native builds and tests use msgp unchanged. If a new
-// msgp version no longer matches the patch, the build fails and says so.
+// with two differences in msgp's runtime package, which keep code the module
+// never runs out of it (the plain build works too; it is just bigger than
+// the module's 4 MB budget allows):
+//
+//   - its msgp→JSON converter tables are filled on first use instead of in
+//     init(). Upstream fills them in init(), which links encoding/json's
+//     encoder, reflection-based marshalling and ~115 KB of msgp's converters
+//     into every program that imports msgp — ~580 KB of this module, which
+//     never converts msgp to JSON.
+//   - ctxString, which joins the path of a decoding error ("Join/0/Config"),
+//     formats its values with strconv instead of fmt's %v. The core and the
+//     module build their messages without fmt, so this was its last use in
+//     the module: fmt's printf and the reflection it needs are ~280 KB.
+//     The generated code passes field names and indices (strings and ints),
+//     which it formats exactly as %v does (internal/wasmhost checks the
+//     module's decoding errors against the native ones).
+//
+// The patches are applied to a copy of the msgp version in go.mod, outside
+// the repository, and used through a temporary go.work: native builds and
+// tests use msgp unchanged. If a new msgp version no longer matches the
+// patches, the build fails and says so.
 package main
 
 import (
@@ -32,13 +43,17 @@ const msgpModule = "github.com/tinylib/msgp"
 
 // patchVersion names the patch below: bump it when the patch changes, so a
 // stale patched copy is never reused.
-const patchVersion = "lazyjson1"
+const patchVersion = "lazyjson1-ctxstring1"
 
 // patches: file → (exact text, replacement); each text must occur once.
 var patches = map[string][][2]string{
 	"json.go": {
 		{"\nfunc init() {\n", "\nfunc initDefuns() {\n"},
 		{"\treturn defuns[t](w, src)\n", "\treturn lazyDefuns()[t](w, src)\n"},
+	},
+	"errors_default.go": {
+		{"import (\n\t\"fmt\"\n\t\"strconv\"\n)\n", "import \"strconv\"\n"},
+		{"\t\tout += fmt.Sprintf(\"%v\", cv)\n", "\t\tout += ctxValue(cv)\n"},
 	},
 	"json_bytes.go": {
 		{"\nfunc init() {\n", "\nfunc initUnfuns() {\n"},
@@ -64,6 +79,43 @@ func lazyDefuns() *[_maxtype]func(jsWriter, *Reader) (int, error) {
 func lazyUnfuns() *[_maxtype]func(jsWriter, []byte, []byte, int) ([]byte, []byte, error) {
 	unfunsOnce.Do(initUnfuns)
 	return &unfuns
+}
+`
+
+// ctxFile is added with the errors_default.go patch.
+const ctxFile = `// Added by electcore's wasm/build: ctxString formats the parts of an
+// error's path without fmt, as fmt's %v would for the types the generated
+// code passes (field names and indices); anything else, which it never
+// passes, is written "?".
+
+package msgp
+
+import "strconv"
+
+func ctxValue(v any) string {
+	switch v := v.(type) {
+	case error:
+		return v.Error()
+	case interface{ String() string }:
+		return v.String()
+	case string:
+		return v
+	case int:
+		return strconv.Itoa(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case int32:
+		return strconv.FormatInt(int64(v), 10)
+	case uint:
+		return strconv.FormatUint(uint64(v), 10)
+	case uint64:
+		return strconv.FormatUint(v, 10)
+	case uint32:
+		return strconv.FormatUint(uint64(v), 10)
+	case bool:
+		return strconv.FormatBool(v)
+	}
+	return "?"
 }
 `
 
@@ -194,8 +246,10 @@ func patchedMsgp(version, src string) (string, error) {
 			return "", fmt.Errorf("%s %s: %v (update wasm/build for this msgp version)", msgpModule, version, err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(tmp, "msgp", "lazy_json.go"), []byte(lazyFile), 0o644); err != nil {
-		return "", err
+	for name, text := range map[string]string{"lazy_json.go": lazyFile, "ctx_string.go": ctxFile} {
+		if err := os.WriteFile(filepath.Join(tmp, "msgp", name), []byte(text), 0o644); err != nil {
+			return "", err
+		}
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		// Another build got there first.
