@@ -58,6 +58,11 @@ type memberJSON struct {
 type leaderCmdJSON struct {
 	Running bool   `json:"running"`
 	Term    uint64 `json:"term,omitempty"`
+	// Containment: how the command's processes are found and stopped
+	// (cgroup, subreaper or process-group); ContainmentDetail: the cgroup,
+	// or why a better one is unavailable.
+	Containment       string `json:"containment"`
+	ContainmentDetail string `json:"containment_detail,omitempty"`
 }
 
 func toStatusJSON(cs core.Status, now int64, lead *leadership) statusJSON {
@@ -83,7 +88,8 @@ func toStatusJSON(cs core.Status, now int64, lead *leadership) statusJSON {
 	}
 	if lead != nil && lead.sup != nil {
 		term, running := lead.running()
-		s.LeaderCommand = &leaderCmdJSON{Running: running, Term: term}
+		c, detail := lead.sup.Containment()
+		s.LeaderCommand = &leaderCmdJSON{Running: running, Term: term, Containment: string(c), ContainmentDetail: detail}
 	}
 	return s
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/electcore/electcore/internal/supervise"
 	"github.com/spf13/cobra"
 )
 
@@ -73,6 +74,8 @@ type quietError struct{ code int }
 func (e quietError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func main() {
+	// Re-executed as the leader-only command's supervising process.
+	supervise.RunShim(os.Args[1:])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -48,6 +50,7 @@ type runOptions struct {
 	logLevel        string
 	cmdArgs         []string
 	once            bool
+	containment     string
 	join            bool      // wait to be added (core.Config.AwaitConfig)
 	auth            authFlags // keygen.go
 
@@ -130,6 +133,7 @@ Every flag, default and exit code: cmd/electhost/README.md.`,
 	f.DurationVar(&o.lease, "lease", 0, "quorum leader lease (default: the longest safe lease, minus --grace+50ms when a command is given)")
 	f.DurationVar(&o.grace, "grace", 0, "SIGTERM→SIGKILL grace for the leader-only command (default election-timeout/4)")
 	f.BoolVar(&o.join, "join", false, "quorum mode: start outside the configuration and wait to be added (electhost members add ID at any member); --members are the members to learn it from")
+	f.StringVar(&o.containment, "containment", "auto", "how the leader-only command's processes are contained and stopped: auto (the best available), cgroup (a cgroup v2 of its own), subreaper (every orphan below its supervisor), process-group")
 	f.BoolVar(&o.once, "once", false, "run CMD once when leading, then resign and exit with its exit code (like consul lock)")
 	f.BoolVar(&o.jsonLogs, "json", false, "log JSON lines (slog JSONHandler) on stderr")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -267,6 +271,12 @@ func (o *runOptions) complete(cmd *cobra.Command) error {
 		if cmd.Flags().Changed("grace") {
 			return usageErrorf("--grace is the leader-only command's stop delay, but no command is given (put it after --)")
 		}
+		if cmd.Flags().Changed("containment") {
+			return usageErrorf("--containment is the leader-only command's, but no command is given (put it after --)")
+		}
+	}
+	if _, err := supervise.ParseContainment(o.containment); err != nil {
+		return usageErrorf("--containment %q: want auto, cgroup, subreaper or process-group", o.containment)
 	}
 	if err := o.tf.validate(); err != nil {
 		return err
@@ -344,14 +354,19 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 
 	var sup *supervise.Supervisor
 	if len(o.cmdArgs) > 0 {
+		if _, err := exec.LookPath(o.cmdArgs[0]); err != nil {
+			return usageErrorf("leader-only command %q not found or not executable (give a path, or a name in PATH)", o.cmdArgs[0])
+		}
 		sup, err = supervise.New(supervise.Options{
 			Path: o.cmdArgs[0], Args: o.cmdArgs[1:],
 			Stdout: os.Stdout, Stderr: os.Stderr,
-			Grace:  o.grace,
-			Logger: logger,
+			Grace:   o.grace,
+			Logger:  logger,
+			Shim:    shimPath(),
+			Contain: supervise.Containment(o.containment),
 		})
 		if err != nil {
-			return usageErrorf("leader-only command %q not found or not executable (give a path, or a name in PATH)", o.cmdArgs[0])
+			return configErrorf("--containment %s: %s", o.containment, strings.TrimPrefix(err.Error(), "supervise: "))
 		}
 	}
 
@@ -398,6 +413,19 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	var el *host.Election
 	var elp atomic.Pointer[host.Election] // el, for callbacks that may run before Join returns
 	lead := newLeadership(sup, o, logger)
+	lead.leaseEnd = func(term uint64) time.Time {
+		e := elp.Load()
+		if e == nil {
+			return time.Time{}
+		}
+		cs := e.Status()
+		if cs.Role != core.RoleLeader || cs.Term != term || cs.LeaseUntil <= 0 {
+			return time.Time{}
+		}
+		// The core's milliseconds are the agent clock's, truncated: a
+		// millisecond earlier is never later than the lease's end.
+		return time.Now().Add(time.Duration(cs.LeaseUntil-clock.NowMs()-1) * time.Millisecond)
+	}
 	// Another process with this agent's id: an agent still starting that
 	// hears it for an election timeout refuses to go on (exit 5); one that
 	// was running first keeps running and says so (RATIONALE: "Duplicate
@@ -536,6 +564,10 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		logger.Warn("not in the configuration ("+why+"): a non-voter that never campaigns or leads, so the leader-only command will not run here, until a member adds it (electhost members add "+o.id+" at any member)",
 			"members", strings.Join(configOf(cs).Members, ","), "conf_index", cs.ConfIndex)
 	}
+	if sup != nil {
+		c, detail := sup.Containment()
+		logger.Info("leader-only command", "cmd", strings.Join(o.cmdArgs, " "), "containment", c, "detail", detail, "grace", o.grace)
+	}
 	logger.Info("running", "mode", o.cfg.Mode, "transport", o.tf.kind, "broker", o.tf.broker, "state_dir", o.stateDir,
 		"heartbeat", o.heartbeat, "members", strings.Join(o.cfg.Members, ","), "once", o.once)
 
@@ -640,6 +672,11 @@ type leadership struct {
 	once     bool
 	onceDone chan onceResult
 
+	// leaseEnd is when the lease of term ends (zero: no lease, bully
+	// mode); its supervising process stops the command then by itself.
+	leaseEnd  func(term uint64) time.Time
+	heartbeat time.Duration
+
 	mu       sync.Mutex
 	stopping bool
 	ran      bool
@@ -649,7 +686,7 @@ type leadership struct {
 }
 
 func newLeadership(sup *supervise.Supervisor, o *runOptions, logger *slog.Logger) *leadership {
-	return &leadership{sup: sup, group: o.group, id: o.id, logger: logger, once: o.once, onceDone: make(chan onceResult, 1)}
+	return &leadership{sup: sup, group: o.group, id: o.id, logger: logger, once: o.once, onceDone: make(chan onceResult, 1), heartbeat: o.heartbeat}
 }
 
 // onceResult is how the --once command ended: by itself (exited, with its
@@ -690,6 +727,10 @@ func (l *leadership) start(lctx context.Context, term uint64) {
 		if prevDone != nil {
 			<-prevDone
 		}
+		if l.leaseEnd != nil {
+			l.sup.SetDeadline(l.leaseEnd(term))
+			go l.followLease(ctx, term)
+		}
 		if l.once {
 			code, exited, err := l.sup.RunOnce(ctx, env...)
 			if err != nil {
@@ -708,6 +749,24 @@ func (l *leadership) start(lctx context.Context, term uint64) {
 			l.logger.Error("leader-only command", "err", err)
 		}
 	}()
+}
+
+// followLease passes every renewal of term's lease to the supervisor, twice
+// per heartbeat (a lease is renewed once per heartbeat and has at least
+// one more heartbeat to run when it is), until ctx ends.
+func (l *leadership) followLease(ctx context.Context, term uint64) {
+	t := time.NewTicker(max(l.heartbeat/2, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if end := l.leaseEnd(term); !end.IsZero() {
+				l.sup.SetDeadline(end)
+			}
+		}
+	}
 }
 
 // running reports the term whose command runs (0 if none).
@@ -743,4 +802,21 @@ func (l *leadership) shutdown() {
 	if done != nil {
 		<-done
 	}
+}
+
+// shimPath is the executable that supervises the leader-only command: this
+// one, re-executed (main runs supervise.RunShim). On Linux /proc/self/exe
+// is this very binary even if the file was replaced since it started.
+func shimPath() string {
+	switch runtime.GOOS {
+	case "linux":
+		return "/proc/self/exe"
+	case "windows", "plan9", "js", "wasip1":
+		return "" // no shim: the command runs directly
+	}
+	p, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return p
 }

@@ -21,11 +21,17 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	RunShim(os.Args[1:]) // the test binary is the tests' shim too
+	if os.Getenv("SUPERVISE_TREE_HELPER") != "" {
+		treeHelperMain()
+		return
+	}
 	if marker := os.Getenv("SUPERVISE_HELPER_MARKER"); marker != "" {
 		helperMain(marker)
 		return
 	}
-	goleak.VerifyTestMain(m)
+	// The spawning thread's goroutine lives as long as the process, by design.
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/electcore/electcore/internal/supervise.spawnLoop"))
 }
 
 // helperMain is a supervisor process for TestParentDeath: it runs a command

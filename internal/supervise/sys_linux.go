@@ -14,3 +14,10 @@ import "syscall"
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 }
+
+// shimProcAttr: the shim gets its own process group (a terminal's Ctrl-C
+// reaches only the agent), and SIGTERM from the kernel when the agent dies;
+// it then stops the command. Its control pipe reading EOF says the same.
+func shimProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+}

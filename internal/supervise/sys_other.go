@@ -3,8 +3,10 @@
 package supervise
 
 import (
+	"errors"
 	"os"
 	"syscall"
+	"time"
 )
 
 func sysProcAttr() *syscall.SysProcAttr { return nil }
@@ -17,3 +19,15 @@ func signalGroup(_ int, p *os.Process, kill bool) {
 func killGroup(int, bool) {}
 
 func groupAlive(int) bool { return false }
+
+// No shim outside Unix: Options.Shim is refused by probe.
+func shimProcAttr() *syscall.SysProcAttr { return nil }
+
+func monoAt(time.Time) int64 { return 0 }
+
+func probe(want Containment) (Containment, string, error) {
+	return "", "", errors.New("containment " + string(want) + ": a supervising process needs Unix")
+}
+
+// RunShim does nothing outside Unix.
+func RunShim([]string) {}
