@@ -30,6 +30,7 @@ type cluster struct {
 	latency   time.Duration // the bus's one-way latency bound
 	root      string        // state dirs and logs
 	shared    string        // the leader-only command's lock, log and overlaps
+	command   []string      // the leader-only command (nil: leaderCmdMain)
 
 	mu    sync.Mutex
 	procs map[string]*agentProc
@@ -124,7 +125,11 @@ func (c *cluster) startWith(id string, members []string, extra ...string) *agent
 		"--state-dir", filepath.Join(c.root, "state-"+id), "--http", "127.0.0.1:0", "--json", "--log-level", "debug"}
 	args = append(args, c.transport...)
 	args = append(args, extra...)
-	args = append(args, "--", os.Args[0])
+	if c.command != nil {
+		args = append(append(args, "--"), c.command...)
+	} else {
+		args = append(args, "--", os.Args[0])
+	}
 	p.cmd = exec.Command(binPath, args...)
 	p.cmd.Env = append(append(os.Environ(), c.env...), c.agentEnv(id)...)
 	p.cmd.Env = append(p.cmd.Env,

@@ -36,6 +36,8 @@ func TestMain(m *testing.M) {
 	switch os.Getenv("ELECTHOST_TEST_HELPER") {
 	case "leadercmd":
 		os.Exit(leaderCmdMain())
+	case "treecheck":
+		os.Exit(treeCheckMain())
 	}
 	flag.Parse()
 	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
