@@ -48,7 +48,7 @@ $(BIN): FORCE
 wasm: $(WASM)
 
 # wasm/build: the plain GOOS=wasip1 go build, with msgp's JSON tables made
-# lazy and its error paths written without fmt (≈880 KB smaller; see
+# lazy and its error paths written without fmt (≈915 KB smaller; see
 # wasm/build/main.go). Reproducible, so the copy
 # built into every Go program (internal/module, committed) is refreshed here
 # and CI fails if it differs from the sources (make check-module). Always

@@ -3,7 +3,6 @@ package core
 import (
 	"errors"
 	"strconv"
-	"time"
 )
 
 // Wire message types. The first three are the seed skill's and keep its
@@ -323,10 +322,46 @@ func (e *encoder) wall(typ string, wallMs int64) {
 	}
 	switch typ {
 	case typeLeader:
-		e.str("elected_at", time.UnixMilli(wallMs).UTC().Format("2006-01-02T15:04:05Z"))
+		e.b = append(e.b, `,"elected_at":"`...)
+		e.b = appendUTC(e.b, wallMs)
+		e.b = append(e.b, '"')
 	case typeHeartbeat:
 		e.str("timestamp", strconv.FormatInt(wallMs/1000, 10))
 	}
+}
+
+// appendUTC appends what time.UnixMilli(ms).UTC().Format(
+// "2006-01-02T15:04:05Z") returns for ms > 0 (a proleptic Gregorian date
+// from 1970 on), without time's formatter and time zone code: they were
+// ~70 KB of the wasm module.
+func appendUTC(b []byte, ms int64) []byte {
+	secs := ms / 1000
+	days, rem := secs/86400, secs%86400
+	// Days since 1970-01-01 to a date (Howard Hinnant's civil_from_days), in
+	// eras of 400 years that start on March 1st.
+	z := days + 719468
+	era := z / 146097
+	doe := z - era*146097                                  // day of era, 0..146096
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365 // year of era, 0..399
+	doy := doe - (365*yoe + yoe/4 - yoe/100)               // day of year from March 1st
+	mp := (5*doy + 2) / 153                                // month from March, 0..11
+	day := doy - (153*mp+2)/5 + 1
+	month, year := mp+3, yoe+era*400
+	if mp >= 10 {
+		month, year = mp-9, year+1
+	}
+	b = appendUint(b, uint64(year)) // ≥ 1970: four digits or more, as time writes it
+	b = append2(append(b, '-'), month)
+	b = append2(append(b, '-'), day)
+	b = append2(append(b, 'T'), rem/3600)
+	b = append2(append(b, ':'), rem/60%60)
+	b = append2(append(b, ':'), rem%60)
+	return append(b, 'Z')
+}
+
+// append2 appends v (0..99) as two digits.
+func append2(b []byte, v int64) []byte {
+	return append(b, byte('0'+v/10), byte('0'+v%10))
 }
 
 // end closes the message and returns it, to keep: its bytes are never

@@ -3,9 +3,37 @@ package core
 import (
 	"bytes"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"testing"
+	"time"
 )
+
+// TestAppendUTC checks the leader message's elected_at against what time
+// writes, at the calendar's edges (leap days, centuries, 400-year eras,
+// years past 9999, the largest ms) and at random instants.
+func TestAppendUTC(t *testing.T) {
+	ms := []int64{1, 999, 1000, 86_399_999, 86_400_000, math.MaxInt64, math.MaxInt64 - 999}
+	for _, d := range []string{"1970-12-31T23:59:59Z", "1972-02-29T12:00:00Z", "2000-02-29T00:00:00Z",
+		"2000-03-01T00:00:00Z", "2038-01-19T03:14:08Z", "2100-02-28T23:59:59Z", "2100-03-01T00:00:00Z",
+		"2400-02-29T00:00:00Z", "9999-12-31T23:59:59Z"} {
+		at, err := time.Parse(time.RFC3339, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, at.UnixMilli()-1, at.UnixMilli(), at.UnixMilli()+1, at.UnixMilli()+1000)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 100_000 {
+		ms = append(ms, 1+r.Int64N(1<<uint(1+r.IntN(62))))
+	}
+	for _, v := range ms {
+		want := time.UnixMilli(v).UTC().Format("2006-01-02T15:04:05Z")
+		if got := string(appendUTC(nil, v)); got != want {
+			t.Fatalf("appendUTC(%d) = %s, want %s", v, got, want)
+		}
+	}
+}
 
 func TestAppendUint(t *testing.T) {
 	vs := []uint64{0, 1, 9, 10, 99, 100, 999_999_999, 1e9, 1e9 + 1, 4294967295, 4294967296,
