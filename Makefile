@@ -1,7 +1,7 @@
 # electcore — build, test and run targets. `make help` lists them.
 #
 # Variables you can override: GO, TEST_TIMEOUT, TEST_FLAGS, FUZZTIME, BENCHTIME,
-# SOAK_SEEDS, SOAK_NODES, MUTANTS_FLAGS.
+# SOAK_SEEDS, SOAK_NODES, MUTANTS_FLAGS, BENCH_SCALE_FLAGS.
 
 GO           ?= go
 WASM         := electcore.wasm
@@ -16,6 +16,7 @@ SOAK_SEEDS   ?= 1000000
 SOAK_NODES   ?=
 NODE_DIR     := examples/node
 MUTANTS_FLAGS ?=
+BENCH_SCALE_FLAGS ?=
 
 # Packages that only build for GOOS=wasip1 (the module itself) are vetted
 # with that GOOS; everything else natively.
@@ -24,7 +25,7 @@ WASM_PKGS    := $(MODULE)/wasm
 NATIVE_PKGS   = $(shell $(GO) list ./... | grep -v -x -F $(addprefix -e ,$(WASM_PKGS)))
 
 
-.PHONY: all help build wasm check-module test test-go test-node vet demo bench fuzz soak mutants clean
+.PHONY: all help build wasm check-module test test-go test-node vet demo bench bench-scale fuzz soak mutants clean
 
 all: build wasm
 
@@ -35,6 +36,7 @@ help:
 	@echo "make test    wasm, go vet (native + wasip1), go test (timeout $(TEST_TIMEOUT)), node tests if present"
 	@echo "make demo    the guided election demo on an embedded NATS server"
 	@echo "make bench   every Go benchmark once (BENCHTIME=$(BENCHTIME))"
+	@echo "make bench-scale  N agent processes x G groups over electhost's broker: time to lead, CPU, RSS, messages, failover (BENCH_SCALE_FLAGS=$(BENCH_SCALE_FLAGS))"
 	@echo "make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME)"
 	@echo "make soak    a long simulation (SOAK_SEEDS=$(SOAK_SEEDS) seeds per mode: fault mix + failover, the targeted schedule, then (quorum) every seed changing membership)"
 	@echo "make mutants mutate the core, one known bug at a time, and show the simulator catches each (core/sim/mutants)"
@@ -83,6 +85,13 @@ demo: wasm
 
 bench: wasm
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 30m $(NATIVE_PKGS)
+
+# The scale benchmark (internal/cmd/benchscale; not part of make test): agent
+# processes joining many groups over the broker of bin/electhost. Niced: it
+# loads the whole machine for a few minutes. Try BENCH_SCALE_FLAGS='-json'
+# or '-groups 100 -cores native'.
+bench-scale: build
+	nice -n 10 $(GO) run ./internal/cmd/benchscale -electhost $(BIN) $(BENCH_SCALE_FLAGS)
 
 # Every Fuzz target of every package, one at a time (go test -fuzz takes one).
 # FUZZTIME is a duration or a count (20000x); with a duration, Go 1.26 can end
