@@ -88,6 +88,13 @@ type PilotOptions struct {
 	// PayloadMustBeJSON rejects (counts in Rejected) payloads that are not
 	// valid JSON. Default false: the core validates payloads itself.
 	PayloadMustBeJSON bool
+	// CutOffAfter: when every publish to a broker failed for this long, the
+	// transport asks the registry once whether the broker's node is still
+	// registered and, if so, logs once (until the broker answers again)
+	// that it answers nothing while registered, with the likely cause (a
+	// restarted daemon that its peers' daemons still hold an old tunnel
+	// to) and the fix (docs/pilotctl.md). Default 15 s.
+	CutOffAfter time.Duration
 	// OnGap, if set, is called (from the subscription's goroutine) each time a
 	// subscribe process ended and will be restarted: messages may have been
 	// missed between err and the restart going live.
@@ -192,6 +199,7 @@ func NewPilotTransport(opts PilotOptions) (*PilotTransport, error) {
 	defDur(&opts.StableAfter, 5*time.Second)
 	defDur(&opts.StallAfter, 2*time.Second)
 	defDur(&opts.DedupWindow, 10*time.Second)
+	defDur(&opts.CutOffAfter, 15*time.Second)
 	if opts.DedupSize <= 0 {
 		opts.DedupSize = 1024
 	}
@@ -395,6 +403,11 @@ type brokerPub struct {
 	retryAt  time.Time // while failing: no message before this
 	probing  bool      // while failing: one message is in flight to test the broker
 	lastErr  error
+	// failingSince: the first failure since the last success; checked:
+	// the registry was asked about this failing spell; cutOff: the spell
+	// was reported as a registered node answering nothing.
+	failingSince    time.Time
+	checked, cutOff bool
 }
 
 func (p *brokerPub) drop(j *pubJob, why string) {
@@ -509,15 +522,29 @@ func (p *brokerPub) settle(err error, skipped bool) {
 	}
 	if err == nil {
 		if p.failures > 0 {
-			p.t.logger.Info("pilot broker publishes again", "host", p.stat.name, "after_failures", p.failures)
+			args := []any{"host", p.stat.name, "after_failures", p.failures}
+			if p.cutOff {
+				args = append(args, "cut_off_for", time.Since(p.failingSince).Round(time.Second))
+			}
+			p.t.logger.Info("pilot broker publishes again", args...)
 		}
 		p.failures = 0
 		p.backoff.Reset()
+		p.failingSince, p.checked, p.cutOff = time.Time{}, false, false
 		p.mu.Unlock()
 		return
 	}
 	p.failures++
 	p.lastErr = err
+	now := time.Now()
+	if p.failingSince.IsZero() {
+		p.failingSince = now
+	}
+	if !p.checked && now.Sub(p.failingSince) >= p.t.opts.CutOffAfter && !errors.Is(err, ErrClosed) {
+		p.checked = true
+		since := p.failingSince
+		p.t.wg.Go(func() { p.checkCutOff(since) })
+	}
 	wait := p.backoff.Next()
 	p.retryAt = time.Now().Add(wait)
 	queued := p.q
@@ -528,6 +555,77 @@ func (p *brokerPub) settle(err error, skipped bool) {
 	for _, j := range queued {
 		p.dropQueued(j, "broker failed while the message waited")
 	}
+}
+
+// checkCutOff asks the registry whether the node of a broker that answered
+// nothing since since is registered, and says what that means, once.
+func (p *brokerPub) checkCutOff(since time.Time) {
+	host := p.stat.name
+	ctx, cancel := context.WithTimeout(p.t.ctx, max(p.t.opts.PublishTimeout, 5*time.Second))
+	defer cancel()
+	registered, err := p.t.registered(ctx, host)
+	log := p.t.logger
+	switch {
+	case err != nil:
+		if p.t.ctx.Err() == nil {
+			log.Info("pilot broker answers nothing; cannot ask the registry about its node", "host", host, "since", since.Format(time.RFC3339Nano), "err", err)
+		}
+	case !registered:
+		log.Warn("pilot broker answers nothing and its node is not registered: its daemon is down or was stopped", "host", host, "since", since.Format(time.RFC3339Nano))
+	default:
+		p.mu.Lock()
+		p.cutOff = p.failures > 0 && p.failingSince.Equal(since) // still the same spell
+		report := p.cutOff
+		p.mu.Unlock()
+		if report {
+			log.Warn("pilot broker answers nothing while its node is registered", "host", host, "since", since.Format(time.RFC3339Nano),
+				"likely_cause", "its daemon was restarted (kill -9, crash) and this node's daemon still holds the tunnel to its old endpoint and key: Pilot re-keys only when the restarted node sends first, and after a relay through the beacon refuses its key for good ('Ed25519 pubkey mismatch with registry' in this node's daemon log); or its daemon is down and the registry has not dropped it yet (minutes after a hard kill)",
+				"fix", "on that node run 'pilotctl ping' to this node (an agent there re-keys by publishing); run the daemons with -identity FILE so that a restart keeps the node's key, and on a network without NAT with -beacon= (no relay); if this node's daemon logs the pubkey mismatch, restart it (docs/pilotctl.md)")
+		}
+	}
+}
+
+// registered asks the registry whether host (a node id, an address
+// "N:XXXX.XXXX.XXXX" or a host name) is a registered node.
+func (t *PilotTransport) registered(ctx context.Context, host string) (bool, error) {
+	args := []string{"--json", "find", host}
+	if id, ok := pilotNodeID(host); ok {
+		args = []string{"--json", "lookup", strconv.FormatUint(uint64(id), 10)}
+	}
+	cmd := t.command(ctx, args...)
+	var stdout, stderr limitedBuffer
+	stdout.max, stderr.max = 64<<10, 64<<10
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err == nil {
+		return true, nil
+	}
+	if ctx.Err() != nil {
+		return false, t.ctxError(ctx, args[1], host)
+	}
+	var pe *PilotError
+	if errors.As(parsePilotError(args[1], host, stderr.Bytes(), err), &pe) &&
+		(pe.Code == "not_found" || strings.Contains(pe.Message, "not found")) {
+		return false, nil
+	}
+	return false, parsePilotError(args[1], host, stderr.Bytes(), err)
+}
+
+// pilotNodeID reads a node id given as a number or an address
+// ("0:0000.0000.0005": the node is the last 8 hex digits).
+func pilotNodeID(host string) (uint32, bool) {
+	if id, err := strconv.ParseUint(host, 10, 32); err == nil {
+		return uint32(id), true
+	}
+	net, rest, ok := strings.Cut(host, ":")
+	if !ok || net == "" || len(rest) != 14 || rest[4] != '.' || rest[9] != '.' {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(rest[5:9]+rest[10:14], 16, 32)
+	if err != nil {
+		return 0, false
+	}
+	return uint32(id), true
 }
 
 // publishOne runs one publish process, bounded by PublishTimeout and Close.

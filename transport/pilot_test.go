@@ -513,3 +513,18 @@ func TestPilotCloseLetsPublishesFinish(t *testing.T) {
 		t.Fatalf("k's publish was not run to its deadline: %+v", k)
 	}
 }
+
+func TestPilotNodeID(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		id   uint32
+		isID bool
+	}{
+		{"5", 5, true}, {"0:0000.0000.0005", 5, true}, {"0:0000.0001.000A", 0x1000a, true},
+		{"n1", 0, false}, {"0:0000.0000.000G", 0, false}, {"0:0000-0000-0005", 0, false}, {":0000.0000.0005", 0, false}, {"-1", 0, false},
+	} {
+		if id, ok := pilotNodeID(c.in); id != c.id || ok != c.isID {
+			t.Errorf("pilotNodeID(%q) = %d, %v; want %d, %v", c.in, id, ok, c.id, c.isID)
+		}
+	}
+}

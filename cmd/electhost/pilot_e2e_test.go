@@ -351,3 +351,76 @@ func TestE2EPilotSharedBrokerStallsOnDaemonKill(t *testing.T) {
 	next, nextTerm, _ := c.waitAgreement(leader, term+1, 20*time.Second)
 	t.Logf("shared broker: %s leads term %d only %v after %s's daemon was killed (blocked 4 s)", next, nextTerm, time.Since(killed).Round(time.Millisecond), leader)
 }
+
+// A node's daemon killed hard and restarted comes back cut off: the others'
+// daemons still hold a tunnel to its old endpoint and key (docs/pilotctl.md,
+// "A restarted daemon"). The survivors keep their leader, and each logs
+// once — not at every failed publish — that the restarted node's broker
+// answers nothing while its node is registered, with the likely cause and
+// the fix. When the restarted node may re-key by sending first (a persisted
+// identity, no beacon relay), its own agent's publishes do it: it hears the
+// leader again, and the survivors say its broker publishes again. At the
+// default timings and without the random resets: two survivors at the
+// scaled timings, or with resets every second, lost their majority to CPU
+// starvation at load 40-50.
+func TestE2EPilotRestartedNodeCutOff(t *testing.T) {
+	c, d := newPilotClusterTimed(t, pilotstandin.Options{Hosts: []string{"a1", "a2", "a3"}}, "a1,a2,a3",
+		core.DefaultHeartbeatMs*time.Millisecond, core.DefaultElectionTimeoutMs*time.Millisecond)
+	for _, id := range c.ids {
+		c.start(id)
+	}
+	leader, term, _ := c.waitAgreement("", 1, 30*time.Second)
+	cut := c.ids[0]
+	if cut == leader {
+		cut = c.ids[1]
+	}
+	const diagnosis = "answers nothing while its node is registered"
+	d.KillNode(cut)
+	d.RestartNodeStale(cut, false)
+	for _, id := range c.ids {
+		if id == cut {
+			continue
+		}
+		rec := c.waitLog(id, diagnosis, 30*time.Second)
+		if rec["host"] != cut || rec["since"] == nil || rec["likely_cause"] == nil || rec["fix"] == nil {
+			t.Errorf("%s: diagnosis %v, want host %s with since, likely_cause and fix", id, rec, cut)
+		}
+	}
+	c.waitAgreement(cut, term, 30*time.Second)
+	// Once per spell: ten more failed or dropped publishes to it, one line.
+	for _, id := range c.ids {
+		if id == cut {
+			continue
+		}
+		fails := func() float64 {
+			return brokerMetric(t, c.proc(id), "publish_errors_total", cut) + brokerMetric(t, c.proc(id), "drops_total", cut)
+		}
+		n0 := fails()
+		waitFor(t, 30*time.Second, id+": ten more failed publishes to "+cut, func() (bool, string) {
+			n := fails()
+			return n >= n0+10, fmt.Sprintf("%v then %v", n0, n)
+		})
+		if n := len(c.proc(id).logLines(diagnosis)); n != 1 {
+			t.Errorf("%s logged the diagnosis %d times in one spell, want once", id, n)
+		}
+	}
+
+	d.KillNode(cut)
+	d.RestartNodeStale(cut, true)
+	c.waitAgreement("", term, 30*time.Second)
+	for _, id := range c.ids {
+		if id == cut {
+			continue
+		}
+		waitFor(t, 20*time.Second, id+" says broker "+cut+" publishes again after the cut-off", func() (bool, string) {
+			for _, rec := range c.proc(id).logLines("pilot broker publishes again") {
+				if rec["host"] == cut && rec["cut_off_for"] != nil {
+					return true, ""
+				}
+			}
+			return false, "not yet"
+		})
+	}
+	c.stopAll()
+	c.checkCommandLog()
+}

@@ -79,6 +79,14 @@ func pilotStallAfter(heartbeat time.Duration) time.Duration {
 	return max(4*heartbeat, time.Second)
 }
 
+// pilotCutOffAfter is how long every publish to a broker must have failed
+// before the transport asks the registry whether its node is registered
+// (and, if so, says it is cut off, with the likely cause and the fix): ten
+// heartbeats, and at least 5 s, past a publish deadline and two back-offs.
+func pilotCutOffAfter(heartbeat time.Duration) time.Duration {
+	return max(10*heartbeat, 5*time.Second)
+}
+
 // openPilot asks the local daemon which node this is (which also checks
 // that it runs), lays the brokers out around it (transport.PilotLayout:
 // never publish to our own node) and starts the transport.
@@ -119,6 +127,7 @@ func (f *transportFlags) openPilot(ctx context.Context, logger *slog.Logger, hea
 		Loopback:             loopback,
 		SubscriptionsPerHost: perHost,
 		StallAfter:           pilotStallAfter(heartbeat),
+		CutOffAfter:          pilotCutOffAfter(heartbeat),
 		Logger:               logger,
 	})
 	if err != nil {

@@ -127,7 +127,7 @@ func mainEnv(args []string, stdout, stderr io.Writer, getenv func(string) string
 
 func run(p *parsedArgs, stdout io.Writer) *cliError {
 	if len(p.pos) == 0 {
-		return invalid("usage: pilotctl [--json] <info|publish|subscribe|send-message|inbox> ...")
+		return invalid("usage: pilotctl [--json] <info|publish|subscribe|send-message|inbox|find|lookup> ...")
 	}
 	cmd, pos := p.pos[0], p.pos[1:]
 	req := request{Op: cmd, Node: p.getenv(EnvNode)}
@@ -167,12 +167,20 @@ func run(p *parsedArgs, stdout io.Writer) *cliError {
 			return err
 		}
 		req.Clear = p.bools["clear"]
+	case "find", "lookup":
+		if err := p.only(); err != nil {
+			return err
+		}
+		if len(pos) != 1 {
+			return invalid("usage: pilotctl %s <%s>", cmd, map[string]string{"find": "hostname", "lookup": "node_id"}[cmd])
+		}
+		req.Host = pos[0]
 	case "standin-daemon":
 		return runDaemon(p)
 	default:
 		return invalid("unknown command %q", cmd)
 	}
-	if cmd != "publish" && cmd != "send-message" && len(pos) != 0 {
+	if cmd != "publish" && cmd != "send-message" && cmd != "find" && cmd != "lookup" && len(pos) != 0 {
 		return invalid("unexpected argument %q", pos[0])
 	}
 	c, cerr := dial(p.getenv(EnvSocket), req)

@@ -73,9 +73,14 @@ type host struct {
 	flooding     bool          // the node published to its own broker while subscribed to it
 	subs         []*subscriber // in subscription order: the broker writes to them in turn
 	blockedUntil time.Time     // fan-out blocked behind a dead subscriber until then
-	inbox        []map[string]any
-	sent         uint64
-	recv         uint64
+	// After RestartNodeStale: the nodes whose tunnel to this one is stale
+	// (their daemons still hold its old endpoint and key), and whether this
+	// node sending to one of them first re-keys that pair.
+	staleFrom   map[*host]bool
+	healsOnSend bool
+	inbox       []map[string]any
+	sent        uint64
+	recv        uint64
 }
 
 type subscriber struct {
@@ -298,6 +303,7 @@ func (d *Daemon) RestartNode(name string) {
 		return
 	}
 	n.dead, n.flooding, n.state = false, false, brokerUp
+	n.staleFrom = nil
 	for _, h := range d.hosts {
 		live := h.subs[:0]
 		for _, s := range h.subs {
@@ -309,6 +315,59 @@ func (d *Daemon) RestartNode(name string) {
 		h.subs = live
 		h.blockedUntil = time.Time{}
 	}
+}
+
+// RestartNodeStale restarts a killed node as a real Pilot daemon comes back
+// after kill -9: it runs (its own clients and broker work), but every other
+// node's daemon still holds a tunnel to its old endpoint and key, so their
+// publishes and subscriptions to it hang KillHang and fail. healsOnSend:
+// the restarted node publishing or subscribing to a node first re-keys that
+// pair, as with a persisted identity and no beacon relay; false: that node
+// refuses its key for good (Pilot 4c54cc0 after relaying through the beacon:
+// "Ed25519 pubkey mismatch with registry"), its traffic to it hangs too.
+func (d *Daemon) RestartNodeStale(name string, healsOnSend bool) {
+	d.RestartNode(name)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.findLocked(name)
+	if n == nil {
+		return
+	}
+	n.staleFrom, n.healsOnSend = map[*host]bool{}, healsOnSend
+	for _, h := range d.hosts {
+		if h != n {
+			n.staleFrom[h] = true
+		}
+	}
+}
+
+// StaleTunnels returns how many nodes still hold a stale tunnel to name.
+func (d *Daemon) StaleTunnels(name string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if h := d.findLocked(name); h != nil {
+		return len(h.staleFrom)
+	}
+	return 0
+}
+
+// cutOffLocked reports whether traffic from node from (nil: unnamed) to
+// node to is lost to a stale tunnel; a restarted node's own traffic heals
+// the pair when it may.
+func (d *Daemon) cutOffLocked(from, to *host) bool {
+	if from == nil || to == nil || from == to {
+		return false
+	}
+	if to.staleFrom[from] {
+		return true
+	}
+	if from.staleFrom[to] {
+		if !from.healsOnSend {
+			return true
+		}
+		delete(from.staleFrom, to)
+	}
+	return false
 }
 
 // SelfPublishes counts publishes from a node to its own broker while it
@@ -535,6 +594,8 @@ func (d *Daemon) serve(c net.Conn) {
 		writeJSON(c, d.inbox(req))
 	case "subscribe":
 		d.subscribe(c, req, gone)
+	case "find", "lookup":
+		writeJSON(c, d.registry(req))
 	default:
 		writeJSON(c, fail(CodeInvalidArgument, "unknown command "+strconv.Quote(req.Op), ""))
 	}
@@ -582,19 +643,24 @@ func (d *Daemon) info(req request) response {
 
 // target resolves a publish/subscribe target, applying broker state. It may
 // hang (killed broker); ok=false means resp is the error to return.
-func (d *Daemon) target(ref string, gone <-chan struct{}) (*host, *response) {
+func (d *Daemon) target(req request, gone <-chan struct{}) (*host, *response) {
+	ref := req.Host
 	d.mu.Lock()
 	h := d.findLocked(ref)
 	var st brokerState
+	cut := false
 	if h != nil {
 		st = h.state
+		if req.Node != "" {
+			cut = d.cutOffLocked(d.findLocked(req.Node), h)
+		}
 	}
 	d.mu.Unlock()
 	switch {
 	case h == nil || st == brokerStopped:
 		r := fail(CodeNotFound, "node "+strconv.Quote(ref)+" not found", "check the address or hostname")
 		return nil, &r
-	case st == brokerKilled:
+	case st == brokerKilled || cut:
 		if !d.sleepOrGone(d.opts.KillHang, gone) {
 			return nil, nil
 		}
@@ -608,7 +674,7 @@ func (d *Daemon) publish(req request, gone <-chan struct{}) response {
 	if req.Topic == "" {
 		return fail(CodeInvalidArgument, "topic is required", "")
 	}
-	h, errResp := d.target(req.Host, gone)
+	h, errResp := d.target(req, gone)
 	if errResp != nil {
 		return *errResp
 	}
@@ -638,7 +704,7 @@ func (d *Daemon) publish(req request, gone <-chan struct{}) response {
 }
 
 func (d *Daemon) subscribe(c net.Conn, req request, gone <-chan struct{}) {
-	h, errResp := d.target(req.Host, gone)
+	h, errResp := d.target(req, gone)
 	if errResp != nil {
 		writeJSON(c, *errResp)
 		return
@@ -735,6 +801,29 @@ func (d *Daemon) subscribe(c net.Conn, req request, gone <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// registry answers find (by host name, through the local daemon) and lookup
+// (by node id, from the registry): a node is registered unless its broker
+// was stopped cleanly (a clean stop deregisters; a killed daemon stays
+// registered until the registry reaps it, minutes later).
+func (d *Daemon) registry(req request) response {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var h *host
+	for _, o := range d.hosts {
+		if (req.Op == "find" && o.name == req.Host) || (req.Op == "lookup" && strconv.Itoa(o.nodeID) == req.Host) {
+			h = o
+		}
+	}
+	if h == nil || h.state == brokerStopped {
+		if req.Op == "find" {
+			return fail(CodeNotFound, "cannot find "+strconv.Quote(req.Host)+" — hostname not found or no mutual trust", "")
+		}
+		return fail(CodeConnectionFailed, "lookup: node "+req.Host+": node not found", "")
+	}
+	data := map[string]any{"node_id": h.nodeID, "address": h.address, "hostname": h.name, "public": true}
+	return response{OK: true, Data: data}
 }
 
 func (d *Daemon) sendMessage(req request) response {

@@ -9,7 +9,8 @@
 //     runs on the node named by PILOT_STANDIN_NODE (unset: an unnamed client;
 //     info reports the first host).
 //   - The pilotctl CLI (Main, built by Build or from ./cmd/pilotctl): the
-//     commands info, publish, subscribe, send-message and inbox, with --json
+//     commands info, publish, subscribe, send-message, inbox, find and
+//     lookup, with --json
 //     anywhere, --k v / --k=v flags, sorted-key JSON on stdout (exit 0) or
 //     stderr (exit 1).
 //
@@ -32,6 +33,11 @@
 //     subscribed there is counted (SelfPublishes) and that broker stops
 //     delivering until RestartNode, as the real daemon floods.
 //   - Options.EventsPerSec: the per-connection ceiling (real: ~25/s).
+//   - RestartNodeStale: a node restarted after kill -9 stays cut off: the
+//     others still hold a tunnel to its old endpoint and key, so their
+//     traffic to it hangs and fails until it sends to them first (or, as on
+//     Pilot 4c54cc0 after a beacon relay, for good). find and lookup say it
+//     is registered meanwhile.
 //
 // Not modelled: trust/handshakes (all nodes are public), the ~40 ms write
 // batching, inbox overwrite races, events delivered late after a blocked

@@ -368,3 +368,62 @@ func TestEventsPerSecondCeiling(t *testing.T) {
 		t.Fatalf("%d events in 0.8 s at 25/s", n)
 	}
 }
+
+// A node restarted after kill -9 stays registered but cut off: the others'
+// traffic to it fails until it sends to them first (healsOnSend), or for
+// good; a normal restart (RestartNode) clears it.
+func TestRestartNodeStale(t *testing.T) {
+	d := StartDaemon(t, Options{Hosts: []string{"r", "p", "q"}, KillHang: 50 * time.Millisecond})
+	pub := func(from, to string) string {
+		t.Helper()
+		_, e, c := ctlOn(d, from, "--json", "publish", to, "t", "--data=x")
+		if c == 0 {
+			return "ok"
+		}
+		return errCode(t, e, c)
+	}
+	registered := func(args ...string) bool {
+		t.Helper()
+		_, _, c := ctlOn(d, "p", append([]string{"--json"}, args...)...)
+		return c == 0
+	}
+
+	d.KillNode("r")
+	d.RestartNodeStale("r", true)
+	if got := pub("p", "r"); got != CodeConnectionFailed {
+		t.Fatalf("p -> restarted r: %s, want %s", got, CodeConnectionFailed)
+	}
+	if !registered("find", "r") || !registered("lookup", "1") {
+		t.Fatal("the restarted node is not registered")
+	}
+	if got := pub("r", "r"); got != "ok" {
+		t.Fatalf("r -> its own broker: %s", got)
+	}
+	if got := pub("r", "p"); got != "ok" { // r sends first: the pair is re-keyed
+		t.Fatalf("r -> p: %s", got)
+	}
+	if got := pub("p", "r"); got != "ok" {
+		t.Fatalf("p -> r after r sent first: %s", got)
+	}
+	if got, n := pub("q", "r"), d.StaleTunnels("r"); got != CodeConnectionFailed || n != 1 {
+		t.Fatalf("q -> r: %s with %d stale tunnels, want %s and 1", got, n, CodeConnectionFailed)
+	}
+
+	d.KillNode("r")
+	d.RestartNodeStale("r", false)
+	if got := pub("r", "p"); got != CodeConnectionFailed {
+		t.Fatalf("r -> p, refused for good: %s", got)
+	}
+	if got := pub("p", "r"); got != CodeConnectionFailed {
+		t.Fatalf("p -> r, refused for good: %s", got)
+	}
+	d.RestartNode("r")
+	if got := pub("p", "r"); got != "ok" {
+		t.Fatalf("p -> r after a normal restart: %s", got)
+	}
+
+	d.StopBroker("q")
+	if registered("find", "q") || registered("lookup", "3") || registered("find", "nosuch") {
+		t.Fatal("a cleanly stopped or unknown node is registered")
+	}
+}
