@@ -271,6 +271,9 @@ func appendCanonical(b []byte, group string, m *wireMsg) []byte {
 	if m.Remove {
 		flags |= 2
 	}
+	if m.Pin {
+		flags |= 4
+	}
 	b = append(b, flags)
 	b = binary.BigEndian.AppendUint64(b, m.ConfTerm)
 	b = binary.BigEndian.AppendUint64(b, m.ConfIndex)

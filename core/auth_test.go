@@ -362,7 +362,7 @@ func TestCanonicalCoversWireFields(t *testing.T) {
 		"Type": true, "Group": true, "From": true, "Candidate": true, "Leader": true, "To": true,
 		"Priority": true, "Term": true, "Seq": true, "Inc": true, "LeaderInc": true, "Hold": true, "Pre": true, "Granted": true, "Handoff": true,
 		"Epoch": true, "Ctr": true,
-		"ConfTerm": true, "ConfIndex": true, "Committed": true, "Remove": true, "Members": true, "Keys": true,
+		"ConfTerm": true, "ConfIndex": true, "Committed": true, "Remove": true, "Pin": true, "Members": true, "Keys": true,
 		"Op": true, "Member": true, "Key": true,
 	}
 	notCovered := map[string]string{
@@ -402,6 +402,7 @@ func TestCanonicalCoversWireFields(t *testing.T) {
 		"conf_index": {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, ConfIndex: 1},
 		"committed":  {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Committed: true},
 		"remove":     {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Remove: true},
+		"pin":        {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Pin: true},
 		"members":    {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Members: []string{"a"}},
 		"members2":   {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Members: []string{"a", "b"}},
 		"keys":       {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Keys: []string{"a"}},

@@ -79,8 +79,11 @@ const (
 	CmdCampaign CommandKind = iota + 1
 	// CmdResign hands leadership to the best live member (highest priority
 	// heard from within an election timeout), without waiting for a timeout.
+	// No priority hand-off returns leadership here until ten election
+	// timeouts after this agent is heard again: a resign is a move.
 	CmdResign
-	// CmdTransfer hands leadership to Command.Target.
+	// CmdTransfer hands leadership to Command.Target, which keeps it for
+	// as long as it leads: no priority hand-off moves it on.
 	CmdTransfer
 	// CmdLeave removes the group from the engine (resign first for a
 	// graceful exit).
@@ -94,6 +97,14 @@ const (
 	// last commits.
 	CmdAddMember
 	CmdRemoveMember
+	// CmdDrain (quorum mode) stops this agent from leading, like a node
+	// cordoned for maintenance: it never campaigns nor accepts a hand-off,
+	// it announces priority 0 so that no leader hands over to it, and as
+	// leader it hands over at once to the best live member. CmdUndrain
+	// ends that. The core keeps it only in memory: a host that persists
+	// it sends it again with the join, in the same Input.
+	CmdDrain
+	CmdUndrain
 )
 
 func (k CommandKind) String() string {
@@ -110,6 +121,10 @@ func (k CommandKind) String() string {
 		return "add-member"
 	case CmdRemoveMember:
 		return "remove-member"
+	case CmdDrain:
+		return "drain"
+	case CmdUndrain:
+		return "undrain"
 	}
 	return "unknown"
 }

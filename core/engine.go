@@ -208,13 +208,15 @@ func (e *Engine) command(c *Command) {
 	case CmdCampaign:
 		reason = g.campaignNow(e)
 	case CmdResign:
-		reason = g.resign(e, "", false)
+		reason = g.resign(e, "", false, false)
 	case CmdTransfer:
 		if err := checkName("transfer target", c.Target); err != nil {
 			reason = err.Error()
 		} else {
-			reason = g.resign(e, c.Target, false)
+			reason = g.resign(e, c.Target, false, true)
 		}
+	case CmdDrain, CmdUndrain:
+		reason = g.drain(e, c.Kind == CmdDrain)
 	case CmdAddMember:
 		reason = g.changeMembers(e, opAdd, c.Target, c.Key)
 	case CmdRemoveMember:

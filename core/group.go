@@ -84,6 +84,14 @@ type group struct {
 	pending          *confChange // leader: proposed once conf commits
 	removeOnLead     string      // a leader that resigned to us asked to be removed…
 	removeOnLeadTerm uint64      // …if we lead this term, the hand-off's
+	// drained (CmdDrain): never campaign nor take a hand-off, announce
+	// priority 0 so that no leader picks this member, and hand over at once
+	// when leading. prio is the priority announced: cfg.Priority, or 0.
+	drained bool
+	prio    uint32
+	// pinTerm: an operator's transfer handed us leadership of this term,
+	// which no priority hand-off gives away (transferToBetter).
+	pinTerm uint64
 	// lastAcked: the heartbeat this follower last acked and the version it
 	// announced, so that the configuration arriving after it is acked too.
 	lastAcked ackedHeartbeat
@@ -126,7 +134,7 @@ type member struct {
 }
 
 func newGroup(cfg Config, st GroupState, now int64) *group {
-	g := &group{cfg: cfg, topic: Topic(cfg.Group), term: st.Term, vote: st.Vote}
+	g := &group{cfg: cfg, topic: Topic(cfg.Group), term: st.Term, vote: st.Vote, prio: cfg.Priority}
 	g.rng.Seed(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)
 	// A new epoch, persisted before anything is sent (dirty): it makes this
 	// run's incarnation differ from every earlier one's.
@@ -201,6 +209,12 @@ func (g *group) heard(id string, prio *uint32, now int64) *member {
 	}
 	if !m.heardOnce || m.departed || now-m.lastHeard > g.cfg.ElectionTimeoutMs {
 		m.aliveFrom = now
+	}
+	if m.departed {
+		// It resigned, on purpose: a priority hand-off gives leadership
+		// back only after a calm (transferToBetter waits two election
+		// timeouts of steady contact more).
+		m.aliveFrom = now + priorityCalmMs(g.cfg.ElectionTimeoutMs)
 	}
 	m.departed = false
 	m.lastHeard, m.heardOnce = now, true
@@ -311,7 +325,7 @@ func (g *group) bestSuccessor(now int64) string {
 	var best *member
 	for i := range g.members {
 		m := &g.members[i]
-		if m.id == g.cfg.ID || !m.heardOnce || m.departed ||
+		if m.id == g.cfg.ID || !m.heardOnce || m.departed || m.priority == 0 ||
 			g.cfg.Mode == ModeQuorum && (now-m.lastHeard >= g.cfg.ElectionTimeoutMs || m.confVer != g.conf.ver) {
 			continue
 		}
@@ -324,6 +338,13 @@ func (g *group) bestSuccessor(now int64) string {
 	}
 	return best.id
 }
+
+// priorityCalmMs is how long a member that resigned (an operator's resign,
+// a drain) is not handed leadership back by priority once heard again,
+// beyond the usual two election timeouts of steady contact: an operator who
+// moves leadership off the best member wants it moved, not returned two
+// election timeouts later. Eight election timeouts: 16 s at the defaults.
+func priorityCalmMs(et int64) int64 { return 8 * et }
 
 // setTerm moves to a higher term, forgetting the vote and the leader.
 func (g *group) setTerm(t uint64) {

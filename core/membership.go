@@ -442,7 +442,7 @@ func (g *group) removeSelf(e *Engine) string {
 	if to == "" {
 		return "no live member to hand leadership to before removing this leader"
 	}
-	return g.resign(e, to, true)
+	return g.resign(e, to, true, false)
 }
 
 // propose makes ch the leader's new configuration, one member away from a

@@ -35,6 +35,9 @@ func (g *group) campaignNow(e *Engine) string {
 	if !g.voter {
 		return "not a member of the configuration"
 	}
+	if g.drained {
+		return "drained: undrain it first"
+	}
 	if g.cfg.Mode == ModeBully {
 		g.campaignBully(e)
 		return ""
@@ -59,7 +62,7 @@ func (g *group) campaignNow(e *Engine) string {
 // member cut off from the others cannot raise the term and disrupt a healthy
 // leader when it comes back (thesis §9.6).
 func (g *group) preCampaign(e *Engine) {
-	if g.term >= MaxTerm || !g.voter {
+	if g.term >= MaxTerm || !g.voter || g.drained {
 		g.resetElectionTimer(e.now)
 		return // the term space is spent (terms never wrap), or not a member: no election
 	}
@@ -81,7 +84,7 @@ func (g *group) preCampaign(e *Engine) {
 // pre-candidate that grants another's vote and then completes its own
 // pre-vote in the same batch overlapped two leases (issue 9, defect 1).
 func (g *group) campaign(e *Engine) {
-	if g.inLease(e.now) || g.term >= MaxTerm || !g.voter {
+	if g.inLease(e.now) || g.term >= MaxTerm || !g.voter || g.drained {
 		g.role = RoleFollower
 		g.votes = g.votes[:0]
 		return
@@ -103,7 +106,7 @@ func (g *group) campaign(e *Engine) {
 func (g *group) sendElection(e *Engine, term uint64, pre bool) {
 	e.enc.begin(typeElection, g)
 	e.enc.str("candidate", g.cfg.ID)
-	e.enc.num("priority", uint64(g.cfg.Priority))
+	e.enc.num("priority", uint64(g.prio))
 	e.enc.num("term", term)
 	if pre {
 		e.enc.flag("pre")
@@ -165,7 +168,7 @@ func (g *group) heartbeat(e *Engine, typ string) {
 	}
 	e.enc.begin(typ, g)
 	e.enc.str("leader", g.cfg.ID)
-	e.enc.num("priority", uint64(g.cfg.Priority))
+	e.enc.num("priority", uint64(g.prio))
 	e.enc.num("term", g.leaderTerm)
 	e.enc.num("seq", g.seq)
 	e.enc.wall(typ, e.wall)
@@ -342,7 +345,7 @@ func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
 // sendVote answers a (pre-)vote request.
 func (g *group) sendVote(e *Engine, candidate string, term uint64, pre, granted bool) {
 	e.enc.begin(typeVote, g)
-	e.enc.num("priority", uint64(g.cfg.Priority))
+	e.enc.num("priority", uint64(g.prio))
 	e.enc.str("candidate", candidate)
 	e.enc.num("term", term)
 	if pre {
@@ -360,7 +363,7 @@ func (g *group) sendVote(e *Engine, candidate string, term uint64, pre, granted 
 // resigning leader's hold (see holdLease).
 func (g *group) sendPushedVote(e *Engine, candidate string, term, hold uint64) {
 	e.enc.begin(typeVote, g)
-	e.enc.num("priority", uint64(g.cfg.Priority))
+	e.enc.num("priority", uint64(g.prio))
 	e.enc.str("candidate", candidate)
 	e.enc.num("term", term)
 	e.enc.flag("granted")
@@ -391,7 +394,7 @@ func (g *group) onVote(e *Engine, m *wireMsg) string {
 		switch {
 		case !m.Granted && g.role == RoleCandidate:
 			g.enterTerm(e, m.Term) // our voter is in a later term: ours is over (§5.1)
-		case m.Granted && m.Handoff && m.Term == g.term+1:
+		case m.Granted && m.Handoff && m.Term == g.term+1 && !g.drained:
 			// A leader handed over to us and its followers voted before its
 			// resign reached us: the successor's term is the one after ours.
 			g.enterTerm(e, m.Term)
@@ -512,7 +515,7 @@ func (g *group) onHeartbeat(e *Engine, m *wireMsg) string {
 // the leader counts it only for exactly that heartbeat.
 func (g *group) sendAck(e *Engine, leader string, term, seq, leaderInc uint64) {
 	e.enc.begin(typeAck, g)
-	e.enc.num("priority", uint64(g.cfg.Priority))
+	e.enc.num("priority", uint64(g.prio))
 	e.enc.str("leader", leader)
 	e.enc.num("term", term)
 	e.enc.num("seq", seq)
@@ -527,7 +530,7 @@ func (g *group) sendAck(e *Engine, leader string, term, seq, leaderInc uint64) {
 // term counted towards its lease (defect 3).
 func (g *group) sendStaleReply(e *Engine, leader string) {
 	e.enc.begin(typeAck, g)
-	e.enc.num("priority", uint64(g.cfg.Priority))
+	e.enc.num("priority", uint64(g.prio))
 	e.enc.str("leader", leader)
 	e.enc.num("term", g.term)
 	e.publish(g, e.enc.end())
@@ -589,7 +592,10 @@ func (g *group) onAck(e *Engine, m *wireMsg) string {
 //
 // With remove, the successor removes this agent from the configuration once
 // its own is committed (membership.go).
-func (g *group) resign(e *Engine, target string, remove bool) string {
+//
+// With pin (an operator's transfer), the successor keeps leadership for as
+// long as it leads: no priority hand-off moves it on (transferToBetter).
+func (g *group) resign(e *Engine, target string, remove, pin bool) string {
 	if g.role != RoleLeader {
 		return "not the leader"
 	}
@@ -624,11 +630,34 @@ func (g *group) resign(e *Engine, target string, remove bool) string {
 	if remove {
 		e.enc.flag("remove")
 	}
+	if pin && target != "" {
+		e.enc.flag("pin")
+	}
 	g.encodeConfVersion(e)
 	if g.cfg.HandoffHoldMs > 0 {
 		e.enc.num("hold", uint64(g.cfg.HandoffHoldMs))
 	}
 	e.publish(g, e.enc.end())
+	return ""
+}
+
+// drain answers CmdDrain and CmdUndrain (see CmdDrain). A candidate gives
+// up its candidacy, as one that loses does.
+func (g *group) drain(e *Engine, on bool) string {
+	if g.cfg.Mode != ModeQuorum {
+		return "bully mode has no hand-off: stop the agent instead"
+	}
+	g.drained, g.prio = on, g.cfg.Priority
+	if on {
+		g.prio = 0 // announced: no leader hands over to it
+	}
+	switch {
+	case on && g.role == RoleLeader:
+		g.resign(e, "", false, false)
+	case on:
+		g.role = RoleFollower
+		g.votes = g.votes[:0]
+	}
 	return ""
 }
 
@@ -644,6 +673,9 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 			return ""
 		}
 		g.removeOnLead, g.removeOnLeadTerm = m.From, g.term
+	}
+	if m.Pin && m.To == g.cfg.ID {
+		g.pinTerm = m.Term + 1 // an operator's transfer: leadership stays here (transferToBetter)
 	}
 	if m.Term < g.term || m.Term == g.term && m.Leader != g.leader && m.To != g.cfg.ID {
 		return "" // a stale or unknown leader's resignation changes nothing
@@ -665,9 +697,9 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 	}
 	g.role = RoleFollower
 	g.setLeader(e, "", 0)
-	if m.To == "" || g.member(m.To) == nil || m.To == g.cfg.ID && (!g.voter || g.conf.ver.before(m.confVer())) {
-		// (A successor behind the leader's configuration must not lead:
-		// it takes the resign as one naming nobody.)
+	if m.To == "" || g.member(m.To) == nil || m.To == g.cfg.ID && (!g.voter || g.drained || g.conf.ver.before(m.confVer())) {
+		// (A successor behind the leader's configuration must not lead,
+		// nor a drained one: it takes the resign as one naming nobody.)
 		// Free to vote once the resigning leader's application may have
 		// stopped (at once without a hold): no successor waits it out.
 		free := now - g.cfg.ElectionTimeoutMs + g.holdWait(m.Hold)
@@ -698,10 +730,18 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 }
 
 // transferToBetter hands leadership to the best member when it outranks this
-// leader and has been in steady contact for two election timeouts: priority
-// is a preference served by one graceful hand-off, never by churn.
+// leader and has been in steady contact for two election timeouts (ten after
+// it resigned: heard): priority is a preference served by one graceful
+// hand-off, never by churn, nor does it undo an operator's transfer (pinTerm)
+// or resign. A drained
+// leader hands over at once, to the best live member or, with none, to
+// whoever the others elect.
 func (g *group) transferToBetter(e *Engine) {
-	if g.cfg.NoPriorityTransfer {
+	if g.drained {
+		g.resign(e, "", false, false)
+		return
+	}
+	if g.cfg.NoPriorityTransfer || g.term == g.pinTerm {
 		return
 	}
 	best := g.bestSuccessor(e.now)
@@ -710,5 +750,5 @@ func (g *group) transferToBetter(e *Engine) {
 		e.now-m.aliveFrom < 2*g.cfg.ElectionTimeoutMs || m.ackSeq == 0 || m.ackSeq+2 < g.seq {
 		return
 	}
-	g.resign(e, best, false)
+	g.resign(e, best, false, false)
 }

@@ -22,6 +22,7 @@ import (
 //	tick ms=N              advance time in 1 ms steps, running timers; nothing is delivered
 //	campaign|resign id=X   apply the command at node X; prints what it published
 //	transfer id=X to=Y
+//	drain|undrain id=X
 //	deliver [rounds=N]     deliver what is queued, round by round (default: until quiet)
 //	deliver [from=X] [to=Y] [type=T] [pre=true|false] [batch]
 //	                       deliver only the queued messages that match, once, in
@@ -35,8 +36,9 @@ import (
 //	partition              each input line is one side, ids separated by spaces
 //	heal
 //	inject to=X            deliver the input (one raw payload per line) to X
-//	status [id=X] [conf]   role, term, vote, leader of X (default: every node);
-//	                       conf: and its configuration
+//	status [id=X] [conf] [prio]  role, term, vote, leader of X (default: every
+//	                       node); conf: and its configuration; prio: and the
+//	                       priorities it knows
 //
 // transcriptDir can be pointed elsewhere (-transcripts DIR) to explore a
 // scenario without touching the golden files.
@@ -111,7 +113,7 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 		n.ids = append(n.ids, id)
 		n.awaiting[id] = true
 		n.start(id)
-	case "campaign", "resign", "transfer", "add", "remove":
+	case "campaign", "resign", "transfer", "add", "remove", "drain", "undrain":
 		c := Command{Group: "g"}
 		switch d.Cmd {
 		case "add":
@@ -124,6 +126,10 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 			c.Kind = CmdResign
 		case "transfer":
 			c.Kind, c.Target = CmdTransfer, arg("to")
+		case "drain":
+			c.Kind = CmdDrain
+		case "undrain":
+			c.Kind = CmdUndrain
 		}
 		n.step(arg("id"), &Input{Now: n.now, Commands: []Command{c}})
 	case "tick":
@@ -185,6 +191,13 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 					ids[i] = m.ID
 				}
 				fmt.Fprintf(&n.out, " conf=%d.%d committed=%t voter=%t members=(%s)", s.ConfTerm, s.ConfIndex, s.ConfCommitted, s.Voter, strings.Join(ids, ","))
+			}
+			if d.HasArg("prio") {
+				ps := make([]string, len(s.Members))
+				for i, m := range s.Members {
+					ps[i] = m.ID + ":" + strconv.FormatUint(uint64(m.Priority), 10)
+				}
+				fmt.Fprintf(&n.out, " prio=(%s)", strings.Join(ps, ","))
 			}
 			n.out.WriteByte('\n')
 		}

@@ -48,6 +48,7 @@ type wireMsg struct {
 	ConfIndex uint64    `json:"conf_index,omitempty"`
 	Committed bool      `json:"committed,omitempty"` // a heartbeat: its configuration is committed
 	Remove    bool      `json:"remove,omitempty"`    // a resign: the successor removes the resigning leader
+	Pin       bool      `json:"pin,omitempty"`       // a resign: an operator's transfer, which no priority hand-off undoes
 	Members   []string  `json:"members,omitempty"`
 	Keys      []string  `json:"keys,omitempty"`
 	Op        string    `json:"op,omitempty"`

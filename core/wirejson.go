@@ -177,6 +177,8 @@ func (d *jsonScanner) field(m *wireMsg, key []byte) bool {
 		return d.boolField(&m.Committed)
 	case "remove":
 		return d.boolField(&m.Remove)
+	case "pin":
+		return d.boolField(&m.Pin)
 	case "term":
 		return d.uintField(&m.Term, 1<<64-1)
 	case "seq":

@@ -31,6 +31,7 @@ type simOptions struct {
 	auth      string // and --auth
 	targeted  bool
 	members   bool // --membership
+	drain     bool // --drain
 }
 
 func newSimCmd() *cobra.Command {
@@ -79,6 +80,7 @@ exit 1 after printing the seed and the command that replays it.`,
 	f.BoolVar(&o.adversary, "adversary", false, "add an attacker that forges, replays and floods messages (core/sim/adversary.go)")
 	f.BoolVar(&o.targeted, "targeted", false, "add the targeted adversarial schedule to the fault mix (core/sim/targeted.go): opposite clock drift, leader cut off with a minority, late votes, crash loops, partial resigns")
 	f.BoolVar(&o.members, "membership", false, "every fault-mix seed changes the configuration (quorum; core/sim/membership.go): spares added, members and leaders removed, replacements, stale candidates")
+	f.BoolVar(&o.drain, "drain", false, "drain the best node at a moment of the fault mix, for the rest of the run (quorum, no membership changes): it must never lead nor campaign")
 	f.StringVar(&o.auth, "auth", "", "authentication of the simulated swarm: off, hmac or ed25519 (default hmac with --adversary, else off)")
 	return c
 }
@@ -156,6 +158,9 @@ func (o *simOptions) validate() ([]sim.Scenario, error) {
 	if o.targeted && o.scenario != "all" && o.scenario != "faults" {
 		return nil, usageErrorf("--targeted adds to the fault mix: want --scenario all or faults")
 	}
+	if o.drain && (o.mode != string(core.ModeQuorum) || o.members || o.scenario != "all" && o.scenario != "faults") {
+		return nil, usageErrorf("--drain adds to the fault mix in quorum mode, without --membership: want --mode quorum and --scenario all or faults")
+	}
 	if o.members && (o.mode != string(core.ModeQuorum) || o.scenario != "all" && o.scenario != "faults") {
 		return nil, usageErrorf("--membership adds to the fault mix in quorum mode: want --mode quorum and --scenario all or faults")
 	}
@@ -171,7 +176,7 @@ func (o *simOptions) validate() ([]sim.Scenario, error) {
 func (o *simOptions) options(sc sim.Scenario) sim.Options {
 	return sim.Options{Mode: core.Mode(o.mode), Scenario: sc, Nodes: o.nodes, Cycles: o.cycles,
 		Adversary: o.adversary, Targeted: o.targeted && sc == sim.ScenarioFaults, Membership: o.members && sc == sim.ScenarioFaults,
-		Config: core.Config{Auth: core.AuthMode(o.auth)}}
+		Drain: o.drain && sc == sim.ScenarioFaults, Config: core.Config{Auth: core.AuthMode(o.auth)}}
 }
 
 // replayCmd is the command line that replays seed.
@@ -194,6 +199,9 @@ func (o *simOptions) replayCmd(seed uint64, sc sim.Scenario) string {
 	}
 	if o.members && sc == sim.ScenarioFaults {
 		s += " --membership"
+	}
+	if o.drain && sc == sim.ScenarioFaults {
+		s += " --drain"
 	}
 	return s
 }

@@ -30,6 +30,9 @@ const (
 	// leader, a leader or candidate outside its configuration, a
 	// configuration reported committed that no majority of it holds.
 	InvConfig = "configuration"
+	// InvDrained: a drained node (Options.Drain) led at the end of a step
+	// or asked for (pre-)votes.
+	InvDrained = "drained"
 )
 
 // pubMsg is the part of a wire message the checker reads.
@@ -171,6 +174,21 @@ func (w *world) checkLeadership(n *node, pubs []core.Message) {
 		if ok && m.Term > n.leaderTerm && (m.Type == "ack" || m.Type == "vote" && m.Granted && !m.Pre || m.Type == "election" && !m.Pre) {
 			w.violation(InvLeadership, fmt.Sprintf("%s sent %s of term %d while its application was told it leads term %d (no stepped-down)", n.id, m.Type, m.Term, n.leaderTerm), n.idx)
 			w.setLeader(n, false, 0) // reported once; the model follows the engine from here
+			return
+		}
+	}
+}
+
+// checkDrained holds a drained node to never leading: a drain applied in
+// this step ends a leadership within it (the drained leader hands over at
+// once), and from the next step on it asks for no vote.
+func (w *world) checkDrained(n *node, wasDrained bool, pubs []core.Message) {
+	if n.drained && n.leader {
+		w.violation(InvDrained, fmt.Sprintf("%s leads term %d while drained", n.id, n.leaderTerm), n.idx)
+	}
+	for i := range pubs {
+		if m, ok := parsePub(pubs[i].Payload); wasDrained && ok && m.Type == "election" {
+			w.violation(InvDrained, fmt.Sprintf("%s asked for votes for term %d while drained", n.id, m.Term), n.idx)
 			return
 		}
 	}

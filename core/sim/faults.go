@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/electcore/electcore/core"
 )
@@ -37,6 +38,25 @@ func newFaults(w *world) *faults {
 	// Staggered boots.
 	for _, nd := range w.nodes {
 		w.at(r.Int64N(cfg.ElectionTimeoutMs/2+1), func() { w.start(nd) })
+	}
+	if w.Drain {
+		// Its own stream, so that the rest of the seed's schedule is the
+		// same with and without the drain.
+		best := 0
+		for i, nd := range w.nodes {
+			if outranks(nd.cfg, w.nodes[best].cfg) {
+				best = i
+			}
+		}
+		nd := w.nodes[best]
+		at := rand.New(rand.NewPCG(w.Seed, 0x647261696e)).Int64N(F)
+		w.at(at, func() {
+			if nd.up {
+				w.command(nd, core.Command{Kind: core.CmdDrain, Group: "g"})
+			} else {
+				nd.drained = true // its host sends it with the next join
+			}
+		})
 	}
 	fm := w.Faults
 	span := func(minD, maxD int64) (int64, int64) {
@@ -282,4 +302,18 @@ func (w *world) describe() string {
 		}
 	}
 	return s
+}
+
+// outranks reports whether the node configured a is preferred to b (higher
+// priority, 0 meaning the checksum of the id, then the greater id), as the
+// core ranks members.
+func outranks(a, b core.Config) bool {
+	pa, pb := a.Priority, b.Priority
+	if pa == 0 {
+		pa = core.Cksum([]byte(a.ID))
+	}
+	if pb == 0 {
+		pb = core.Cksum([]byte(b.ID))
+	}
+	return pa > pb || pa == pb && a.ID > b.ID
 }

@@ -98,6 +98,14 @@ type Options struct {
 	// (membership.go). Without it, the drawn fault mix of a quorum seed
 	// has them most of the time, fewer and sometimes none.
 	Membership bool `json:"membership,omitempty"`
+	// Drain drains the best node (highest priority, then id) at a moment of
+	// the fault phase drawn from the seed, for the rest of the run, as an
+	// operator does for maintenance (core.CmdDrain); its host persists the
+	// drain and sends it again with every restart. The checker (InvDrained)
+	// then holds it to never leading at the end of a step nor asking for
+	// (pre-)votes. Quorum mode, fault mix, at least two nodes; the run has
+	// no membership changes (a drained node left alone could never elect).
+	Drain bool `json:"drain,omitempty"`
 	// BatchMs bounds the hosts' batching windows: each node life steps after
 	// a window of up to BatchMs (0 for a third of the lives), collecting what
 	// arrives meanwhile. 0 draws it from the seed in the fault mix (none in
@@ -191,6 +199,9 @@ func (o Options) normalize() (*setup, error) {
 	}
 	if s.Membership && (s.Scenario != ScenarioFaults || s.Mode != core.ModeQuorum) {
 		return nil, errors.New("sim: membership changes are part of the fault mix in quorum mode (bully mode has no configuration)")
+	}
+	if s.Drain && (s.Scenario != ScenarioFaults || s.Mode != core.ModeQuorum || s.Membership) {
+		return nil, errors.New("sim: drain is part of the fault mix in quorum mode, without membership changes")
 	}
 	// The seed's own stream for drawing the setup; the run uses others.
 	r := rand.New(rand.NewPCG(s.Seed, 0x5e7a9))
@@ -295,6 +306,14 @@ func (o Options) normalize() (*setup, error) {
 			s.Faults = &f
 		}
 		s.faultEnd = s.FaultMs
+		if s.Drain {
+			if s.Nodes < 2 {
+				return nil, errors.New("sim: drain needs two nodes: a drained node alone never leads")
+			}
+			f := *s.Faults
+			f.Spares, f.Changes = 0, 0
+			s.Faults = &f
+		}
 		if s.Faults.Spares < 0 || s.Faults.Changes < 0 || (s.Faults.Spares > 0 || s.Faults.Changes > 0) && s.Mode != core.ModeQuorum {
 			return nil, errors.New("sim: spares and membership changes need quorum mode")
 		}
@@ -364,3 +383,7 @@ func fill(c core.Config) core.Config {
 // targeted schedule, in each mode) the CI runs: the budget within which
 // make mutants shows each mutation of the core caught.
 const CISeeds = 20_000
+
+// DrainCISeeds is the CI's budget of the drain suite (Options.Drain), which
+// checks one rule on top of the fault mix the other suites run.
+const DrainCISeeds = 2_000

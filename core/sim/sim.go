@@ -138,6 +138,7 @@ type node struct {
 	wakeAt      int64 // real time of the scheduled wake; -1 none
 	wakeGen     uint64
 	crashMid    bool // crash after persisting the next step, mid-publish
+	drained     bool // Options.Drain: its drain was applied (and is sent again with every join)
 
 	persisted core.GroupState
 	drv       core.Driver    // the host's output loop, for this life
@@ -629,6 +630,13 @@ func (w *world) step(n *node) error {
 	if n.joinPending {
 		in.Join = []core.GroupSpec{{Config: n.cfg, State: n.persisted}}
 		n.joinPending = false
+		if n.drained {
+			in.Commands = append(in.Commands, core.Command{Kind: core.CmdDrain, Group: "g"})
+		}
+	}
+	wasDrained := n.drained
+	for _, c := range in.Commands {
+		n.drained = n.drained || c.Kind == core.CmdDrain
 	}
 	if n.reuseOut {
 		n.out.Reset()
@@ -692,6 +700,9 @@ func (w *world) step(n *node) error {
 		w.markDirty(w.now, w.now+w.dmax) // lost, as far as bully's safety goes
 	}
 	w.checkLeadership(n, n.sent)
+	if w.Drain {
+		w.checkDrained(n, wasDrained, n.sent)
+	}
 	if crash {
 		w.crash(n)
 		return nil

@@ -79,6 +79,29 @@ func TestTargetedBully(t *testing.T) {
 	runSuite(t, Options{Mode: core.ModeBully, Targeted: true}, 1)
 }
 
+// TestDrainQuorum: the fault mix with the best node drained at a drawn
+// moment (Options.Drain): it never leads nor campaigns from then on.
+// 2,000 seeds (200 with -short), a tenth of a fault-mix suite.
+func TestDrainQuorum(t *testing.T) {
+	t.Parallel()
+	n := DrainCISeeds
+	if testing.Short() {
+		n /= 10
+	}
+	rep, err := RunMany(Options{Mode: core.ModeQuorum, Drain: true}, Seeds(1, n), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range rep.Violations {
+		if i == 3 {
+			t.Errorf("... %d violations in all", len(rep.Violations))
+			break
+		}
+		t.Errorf("%s\nreplay: electhost sim --scenario faults --drain --seed %d\n%s", v, v.Seed, v.Excerpt)
+	}
+	t.Logf("%d seeds, %d elections, liveness after the faults %+v", rep.Seeds, rep.Elections, rep.Liveness)
+}
+
 // TestFaultsHappen checks that the fault mix really injects what it says,
 // and that the hosts really batch: steps handling several messages, and
 // steps whose Now was read before the step, at the batch's last arrival.

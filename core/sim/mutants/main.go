@@ -86,25 +86,54 @@ var mutations = []mutation{
 		"now-m.lastHeard >= g.cfg.ElectionTimeoutMs || m.confVer != g.conf.ver)",
 		"now-m.lastHeard >= g.cfg.ElectionTimeoutMs)"},
 	{"handoff-to-member-behind", "quorum.go",
-		"m.To == g.cfg.ID && (!g.voter || g.conf.ver.before(m.confVer()))",
-		"m.To == g.cfg.ID && !g.voter"},
+		"m.To == g.cfg.ID && (!g.voter || g.drained || g.conf.ver.before(m.confVer()))",
+		"m.To == g.cfg.ID && (!g.voter || g.drained)"},
 	{"handoff-to-member-behind", "quorum.go",
 		"if m.Granted && g.conf.ver.before(m.confVer()) {",
 		"if m.Granted && !m.Handoff && g.conf.ver.before(m.confVer()) {"},
+	// Drain (the "quorum drain" suite): a drained member neither
+	// campaigns, nor takes a hand-off, nor keeps leading.
+	{"drained-campaigns", "quorum.go",
+		"if g.term >= MaxTerm || !g.voter || g.drained {",
+		"if g.term >= MaxTerm || !g.voter {"},
+	{"drained-campaigns", "quorum.go",
+		"if g.inLease(e.now) || g.term >= MaxTerm || !g.voter || g.drained {",
+		"if g.inLease(e.now) || g.term >= MaxTerm || !g.voter {"},
+	{"drained-takes-handoff", "quorum.go",
+		"m.To == g.cfg.ID && (!g.voter || g.drained ||",
+		"m.To == g.cfg.ID && (!g.voter ||"},
+	{"drained-takes-handoff", "quorum.go",
+		"m.Term == g.term+1 && !g.drained:",
+		"m.Term == g.term+1:"},
+	{"drained-leader-stays", "quorum.go",
+		"\tcase on && g.role == RoleLeader:\n\t\tg.resign(e, \"\", false, false)\n",
+		""},
+}
+
+// suiteOf names the only suite a mutation runs, when it breaks a rule that
+// only that suite exercises (the others would spend their whole budget).
+var suiteOf = map[string]string{
+	"drained-campaigns":     "quorum drain",
+	"drained-takes-handoff": "quorum drain",
+	"drained-leader-stays":  "quorum drain",
 }
 
 // suite is one of the CI's simulation runs (core/sim/sim_test.go): the
 // budget is sim.CISeeds seeds of each.
+// Seeds, if not 0, is a smaller budget for a suite that checks one rule on
+// top of the fault mix.
 type suite struct {
-	Name string
-	Opts sim.Options
+	Name  string
+	Opts  sim.Options
+	Seeds int
 }
 
 var suites = []suite{
-	{"quorum targeted", sim.Options{Mode: core.ModeQuorum, Targeted: true}},
-	{"quorum faults", sim.Options{Mode: core.ModeQuorum}},
-	{"bully targeted", sim.Options{Mode: core.ModeBully, Targeted: true}},
-	{"bully faults", sim.Options{Mode: core.ModeBully}},
+	{"quorum targeted", sim.Options{Mode: core.ModeQuorum, Targeted: true}, 0},
+	{"quorum faults", sim.Options{Mode: core.ModeQuorum}, 0},
+	{"bully targeted", sim.Options{Mode: core.ModeBully, Targeted: true}, 0},
+	{"bully faults", sim.Options{Mode: core.ModeBully}, 0},
+	{"quorum drain", sim.Options{Mode: core.ModeQuorum, Drain: true}, sim.DrainCISeeds},
 }
 
 // caught is the probe's answer.
@@ -122,9 +151,10 @@ func main() {
 	first := flag.Uint64("first", 1, "first seed")
 	run := flag.String("run", "", "only the mutations whose name matches this regexp")
 	baseline := flag.Bool("baseline", true, "first check that the unmutated core passes the same seeds")
+	only := flag.String("suite", "", "with -probe: run only this suite")
 	flag.Parse()
 	if *probe {
-		c, err := probeSuites(*first, *seeds)
+		c, err := probeSuites(*first, *seeds, *only)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
@@ -140,10 +170,17 @@ func main() {
 
 // probeSuites runs n seeds from first of each suite, in chunks, and stops at
 // the first violation.
-func probeSuites(first uint64, n int) (caught, error) {
+func probeSuites(first uint64, seeds int, only string) (caught, error) {
 	const chunk = 500
 	var c caught
 	for _, s := range suites {
+		if only != "" && s.Name != only {
+			continue
+		}
+		n := seeds
+		if s.Seeds > 0 {
+			n = min(s.Seeds, seeds)
+		}
 		for done := 0; done < n; done += chunk {
 			k := min(chunk, n-done)
 			rep, err := sim.RunMany(s.Opts, sim.Seeds(first+uint64(done), k), nil)
@@ -205,7 +242,7 @@ func mutate(pattern string, first uint64, seeds int, baseline bool) error {
 			}
 		}
 		start := time.Now()
-		c, err := runProbe(root, overlay, first, seeds)
+		c, err := runProbe(root, overlay, first, seeds, suiteOf[m.Name])
 		if err != nil {
 			return fmt.Errorf("%s: %w", m.Name, err)
 		}
@@ -259,12 +296,12 @@ func writeOverlay(root, tmp string, edits []mutation) (string, error) {
 }
 
 // runProbe builds this command against the (mutated) core and runs its probe.
-func runProbe(root, overlay string, first uint64, seeds int) (caught, error) {
+func runProbe(root, overlay string, first uint64, seeds int, only string) (caught, error) {
 	args := []string{"run"}
 	if overlay != "" {
 		args = append(args, "-overlay", overlay)
 	}
-	args = append(args, "./core/sim/mutants", "-probe", "-first", fmt.Sprint(first), "-seeds", fmt.Sprint(seeds))
+	args = append(args, "./core/sim/mutants", "-probe", "-first", fmt.Sprint(first), "-seeds", fmt.Sprint(seeds), "-suite", only)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
 	cmd.Stderr = os.Stderr
