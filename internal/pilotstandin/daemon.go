@@ -52,8 +52,14 @@ type Options struct {
 	// the rest queues (up to 4096 events, then is dropped). Real pilot
 	// carries about 25 small events/s per connection. Default off.
 	EventsPerSec int
-	Seed         uint64
-	Logger       *slog.Logger // nil: discard
+	// FloodDelayMax, if set, models daemons busy with Pilot's FIN-ACK loops
+	// (docs/pilotctl.md, "Why the daemons flood"): every publish waits a
+	// uniformly random time in [0, FloodDelayMax] before its event is fanned
+	// out, so the publish process takes that much longer and the event
+	// arrives that much later. Default off.
+	FloodDelayMax time.Duration
+	Seed          uint64
+	Logger        *slog.Logger // nil: discard
 }
 
 type brokerState int
@@ -111,6 +117,7 @@ type Daemon struct {
 	closed        bool
 	conns         map[net.Conn]*host // each client connection's node (nil: unnamed)
 	selfPublishes int
+	floodDelays   []time.Duration // drawn per publish (FloodDelayMax)
 	quit          chan struct{}
 	wg            sync.WaitGroup
 }
@@ -378,6 +385,14 @@ func (d *Daemon) SelfPublishes() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.selfPublishes
+}
+
+// FloodDelays returns the delay drawn for each publish so far, in order
+// (Options.FloodDelayMax).
+func (d *Daemon) FloodDelays() []time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]time.Duration(nil), d.floodDelays...)
 }
 
 // Blocked reports whether host's fan-out is blocked behind a dead subscriber.
@@ -694,7 +709,15 @@ func (d *Daemon) publish(req request, gone <-chan struct{}) response {
 			}
 		}
 	}
+	var busy time.Duration
+	if d.opts.FloodDelayMax > 0 {
+		busy = time.Duration(d.rng.Int64N(int64(d.opts.FloodDelayMax) + 1))
+		d.floodDelays = append(d.floodDelays, busy)
+	}
 	d.mu.Unlock()
+	if busy > 0 && !d.sleepOrGone(busy, gone) {
+		return fail(CodeInternal, "cancelled", "")
+	}
 	d.fanout(h.name, req.Topic, streamLine{Event: &event{Topic: req.Topic, Data: req.Data, Bytes: len(req.Data)}})
 	d.mu.Lock()
 	h.recv += uint64(len(req.Data))

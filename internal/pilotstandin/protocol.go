@@ -33,6 +33,8 @@
 //     subscribed there is counted (SelfPublishes) and that broker stops
 //     delivering until RestartNode, as the real daemon floods.
 //   - Options.EventsPerSec: the per-connection ceiling (real: ~25/s).
+//   - Options.FloodDelayMax: daemons busy with Pilot's endless FIN-ACK
+//     loops; each publish (and its event) is delayed at random.
 //   - RestartNodeStale: a node restarted after kill -9 stays cut off: the
 //     others still hold a tunnel to its old endpoint and key, so their
 //     traffic to it hangs and fails until it sends to them first (or, as on

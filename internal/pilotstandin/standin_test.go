@@ -427,3 +427,36 @@ func TestRestartNodeStale(t *testing.T) {
 		t.Fatal("a cleanly stopped or unknown node is registered")
 	}
 }
+
+// FloodDelayMax: each publish takes at least the delay drawn for it, and
+// its event arrives after the publish returns.
+func TestFloodDelay(t *testing.T) {
+	d := StartDaemon(t, Options{Hosts: []string{"p", "b"}, FloodDelayMax: 300 * time.Millisecond, LiveDelayMin: time.Millisecond, LiveDelayMax: time.Millisecond})
+	lines, _ := subscribeOn(d, "p", "b", "t")
+	waitSubs(t, d, "b", "t", 1)
+	var took []time.Duration
+	for i := range 10 {
+		start := time.Now()
+		if _, e, c := ctlOn(d, "p", "--json", "publish", "b", "t", fmt.Sprintf("--data=%d", i)); c != 0 {
+			t.Fatalf("publish: %s", e)
+		}
+		took = append(took, time.Since(start))
+		if l, ok := recvWithin(lines, 2*time.Second); !ok || !strings.Contains(l, fmt.Sprintf(`"data":"%d"`, i)) {
+			t.Fatalf("event %d: %q %v", i, l, ok)
+		}
+	}
+	delays := d.FloodDelays()
+	if len(delays) != len(took) {
+		t.Fatalf("%d delays drawn for %d publishes", len(delays), len(took))
+	}
+	var sum time.Duration
+	for i, dl := range delays {
+		sum += dl
+		if took[i] < dl {
+			t.Errorf("publish %d took %v, less than its flood delay %v", i, took[i], dl)
+		}
+	}
+	if sum == 0 {
+		t.Error("no flood delay drawn")
+	}
+}
