@@ -32,9 +32,15 @@ type AgentConfig struct {
 	OnTrap func(err error)
 	// PublishTimeout bounds one Publish (default 5 s).
 	PublishTimeout time.Duration
-	// MaxPending bounds the received messages waiting for the next step;
-	// more are dropped and counted (default 65536).
+	// MaxPending bounds the received messages waiting for the next step
+	// that do not name a known member as their sender; more are dropped,
+	// counted (Stats.Dropped) and logged at most once per DropLogInterval
+	// (default 65536). Each member's messages have a small queue of their
+	// own, taken first (inbox.go).
 	MaxPending int
+	// DropLogInterval: at most one log line about dropped messages per
+	// interval (default 10 s).
+	DropLogInterval time.Duration
 }
 
 // Callbacks are an election's notifications, in the style of client-go's
@@ -71,22 +77,26 @@ type Callbacks struct {
 
 // Stats are an agent's counters.
 type Stats struct {
-	Traps         uint64 // module traps recovered from
-	Steps         uint64 // batches stepped
-	MessagesIn    uint64 // received messages handed to the core
-	MessagesOut   uint64 // messages published
-	Rejected      uint64 // inputs the core refused (EventRejected) or the host dropped as oversized
-	Dropped       uint64 // received messages dropped because too many were pending
-	PersistErrors uint64 // Store.Save failures (the group's publishes are held until a save succeeds)
-	HeldPublishes uint64 // publishes not sent because their group's state was not yet durable
-	DuplicateIDs  uint64 // reports of an ID spoken by two processes (Callbacks.OnDuplicateID)
-	PublishErrors uint64 // Publish failures
-	Groups        int    // groups joined
-	Transport     transport.Stats
+	Traps       uint64 // module traps recovered from
+	Steps       uint64 // batches stepped
+	MessagesIn  uint64 // received messages handed to the core
+	MessagesOut uint64 // messages published
+	Rejected    uint64 // inputs the core refused (EventRejected) or the host dropped as oversized
+	Dropped     uint64 // received messages dropped because too many were pending (all lanes)
+	// DroppedFromMembers: of Dropped, those naming a known member as their
+	// sender, dropped because that member's own queue was full (a flood in
+	// its name).
+	DroppedFromMembers uint64
+	PersistErrors      uint64 // Store.Save failures (the group's publishes are held until a save succeeds)
+	HeldPublishes      uint64 // publishes not sent because their group's state was not yet durable
+	DuplicateIDs       uint64 // reports of an ID spoken by two processes (Callbacks.OnDuplicateID)
+	PublishErrors      uint64 // Publish failures
+	Groups             int    // groups joined
+	Transport          transport.Stats
 }
 
 type agentCounters struct {
-	steps, in, out, rejected, dropped, persistErrs, held, dups, publishErrs atomic.Uint64
+	steps, in, out, rejected, dropped, droppedMember, persistErrs, held, dups, publishErrs atomic.Uint64
 }
 
 // Agent runs any number of elections (groups) on one module instance, over
@@ -111,7 +121,7 @@ type Agent struct {
 	nextReq atomic.Uint64
 
 	mu        sync.Mutex
-	inbox     []core.Message
+	inbox     inbox
 	reqs      []*request
 	elections map[string]*Election
 	closing   bool
@@ -120,6 +130,9 @@ type Agent struct {
 	driver core.Driver // applies each Output in the core's order
 	out    core.Output
 	wakeAt int64
+	// the drops last logged (dropped, of them from members) and when
+	dropsLogged, memberDropsLogged uint64
+	dropsLoggedAt                  time.Time
 }
 
 type request struct {
@@ -180,6 +193,9 @@ func startAgent(cfg AgentConfig, eng electionCore) *Agent {
 	if a.cfg.MaxPending <= 0 {
 		a.cfg.MaxPending = 65536
 	}
+	if a.cfg.DropLogInterval <= 0 {
+		a.cfg.DropLogInterval = 10 * time.Second
+	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.pub = newPublisher(a)
 	go a.loop()
@@ -210,6 +226,10 @@ func (a *Agent) Join(ctx context.Context, cfg core.Config, cb Callbacks) (*Elect
 		return nil, fmt.Errorf("host: group %q already joined by this agent", cfg.Group)
 	}
 	a.elections[cfg.Group] = el
+	// Known before the subscription delivers anything: the members' own
+	// queues (inbox.go).
+	a.inbox.setMembers(core.Topic(cfg.Group), cfg.Members)
+	a.inbox.setMembers(core.Topic(cfg.Group), st.Members)
 	a.mu.Unlock()
 	subCtx, cancel := context.WithCancel(a.ctx)
 	el.subCancel = cancel
@@ -218,6 +238,7 @@ func (a *Agent) Join(ctx context.Context, cfg core.Config, cb Callbacks) (*Elect
 		el.disp.close()
 		a.mu.Lock()
 		delete(a.elections, cfg.Group)
+		a.inbox.forget(core.Topic(cfg.Group))
 		a.mu.Unlock()
 	}
 	// Subscribe first: what arrives before the join is applied is stepped
@@ -254,13 +275,15 @@ func (a *Agent) deliver(m transport.Message) {
 		return
 	}
 	a.mu.Lock()
-	if len(a.inbox) >= a.cfg.MaxPending {
-		a.mu.Unlock()
+	queued, member := a.inbox.add(core.Message{Topic: m.Topic, Payload: m.Payload}, a.cfg.MaxPending)
+	a.mu.Unlock()
+	if !queued {
 		a.c.dropped.Add(1)
+		if member {
+			a.c.droppedMember.Add(1)
+		}
 		return
 	}
-	a.inbox = append(a.inbox, core.Message{Topic: m.Topic, Payload: m.Payload})
-	a.mu.Unlock()
 	a.wake()
 }
 
@@ -347,14 +370,7 @@ func (a *Agent) snapshotElections() []*Election {
 func (a *Agent) step() (more bool) {
 	a.mu.Lock()
 	var in core.Input
-	budget := core.MaxBatchBytes / 2
-	n := 0
-	for n < len(a.inbox) && budget > 0 {
-		budget -= len(a.inbox[n].Topic) + len(a.inbox[n].Payload) + 16
-		n++
-	}
-	in.Inbound = a.inbox[:n:n]
-	a.inbox = append([]core.Message(nil), a.inbox[n:]...)
+	in.Inbound = a.inbox.take(core.MaxBatchBytes / 2)
 	reqs := a.reqs
 	a.reqs = nil
 	for _, r := range reqs {
@@ -371,8 +387,9 @@ func (a *Agent) step() (more bool) {
 			}
 		}
 	}
-	more = len(a.inbox) > 0
+	more = a.inbox.len() > 0
 	a.mu.Unlock()
+	a.logDrops()
 
 	in.Now, in.Wall = a.clock.NowMs(), time.Now().UnixMilli()
 	a.out.Reset()
@@ -396,6 +413,18 @@ func (a *Agent) step() (more bool) {
 	a.apply(&a.out, &in, reqs)
 	a.wakeAt = a.out.WakeAt
 	return more
+}
+
+// logDrops says, at most once per DropLogInterval, how many received
+// messages were dropped since it last did.
+func (a *Agent) logDrops() {
+	d, dm := a.c.dropped.Load(), a.c.droppedMember.Load()
+	if d == a.dropsLogged || time.Since(a.dropsLoggedAt) < a.cfg.DropLogInterval {
+		return
+	}
+	a.logger.Warn("received messages dropped: the queue of messages waiting for the core was full (a flood on the bus?)",
+		"dropped", d-a.dropsLogged, "from_members", dm-a.memberDropsLogged, "total", d)
+	a.dropsLogged, a.memberDropsLogged, a.dropsLoggedAt = d, dm, time.Now()
 }
 
 func (a *Agent) failOrRetry(reqs []*request, err error) {
@@ -499,6 +528,9 @@ func (a *Agent) event(el *Election, ev core.Event, refused map[uint64]string) {
 			el.disp.do(func() { f(id, reason) })
 		}
 	case core.EventConfig:
+		a.mu.Lock()
+		a.inbox.setMembers(core.Topic(ev.Group), ev.Members)
+		a.mu.Unlock()
 		if el != nil {
 			el.config(ev)
 		}
@@ -539,7 +571,7 @@ func (a *Agent) Stats() Stats {
 	a.mu.Unlock()
 	return Stats{
 		Traps: a.eng.Traps(), Steps: a.c.steps.Load(), MessagesIn: a.c.in.Load(),
-		MessagesOut: a.c.out.Load(), Rejected: a.c.rejected.Load(), Dropped: a.c.dropped.Load(),
+		MessagesOut: a.c.out.Load(), Rejected: a.c.rejected.Load(), Dropped: a.c.dropped.Load(), DroppedFromMembers: a.c.droppedMember.Load(),
 		PersistErrors: a.c.persistErrs.Load(), HeldPublishes: a.c.held.Load(), DuplicateIDs: a.c.dups.Load(), PublishErrors: a.c.publishErrs.Load(),
 		Groups: groups, Transport: a.cfg.Transport.Stats(),
 	}
@@ -718,6 +750,7 @@ func (e *Election) leave(reason string) {
 		e.a.mu.Lock()
 		if e.a.elections[e.cfg.Group] == e {
 			delete(e.a.elections, e.cfg.Group)
+			e.a.inbox.forget(core.Topic(e.cfg.Group))
 		}
 		e.a.mu.Unlock()
 	})

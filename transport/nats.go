@@ -30,7 +30,8 @@ type NATSOptions struct {
 	ReconnectWait, ReconnectJitter time.Duration
 	// PingInterval detects a dead server (defaults 5 s; 2 missed pings).
 	PingInterval time.Duration
-	// PublishTimeout bounds a Publish whose ctx has no deadline. Default 5 s.
+	// PublishTimeout bounds the flush that makes a new subscription known to
+	// the server. Default 5 s.
 	PublishTimeout time.Duration
 	// PendingLimit is how many undelivered messages a subscription buffers
 	// before dropping (slow consumer). Default 65536.
@@ -202,9 +203,6 @@ func (t *NATSTransport) onReconnect(nc *nats.Conn) {
 }
 
 func (t *NATSTransport) onError(nc *nats.Conn, sub *nats.Subscription, err error) {
-	if errors.Is(err, nats.ErrSlowConsumer) {
-		t.c.dropped.Add(1)
-	}
 	subject := ""
 	if sub != nil {
 		subject = sub.Subject
@@ -222,10 +220,14 @@ func (t *NATSTransport) enter() bool {
 	return true
 }
 
-// Publish sends payload on NATSSubject(topic) and waits until the server has
-// processed it (a PING/PONG round trip), within ctx's deadline or
-// PublishTimeout. While the connection is down it fails at once with an error
-// matching ErrConnectionFailed rather than buffering stale messages.
+// Publish sends payload on NATSSubject(topic): nats.go's flusher writes it to
+// the connection at once. It does not wait for the server's PONG: that
+// answer comes on the same connection as every message delivered to this
+// client, so under a flood on a subscribed subject each publish waited
+// behind the whole backlog, and a leader's heartbeats and its followers'
+// acks (published one after another) with it: the lease lapsed. While the
+// connection is down it fails at once with an error matching
+// ErrConnectionFailed rather than buffering stale messages.
 func (t *NATSTransport) Publish(ctx context.Context, topic string, payload []byte) error {
 	err := t.publish(ctx, topic, payload)
 	if err != nil {
@@ -250,21 +252,7 @@ func (t *NATSTransport) publish(ctx context.Context, topic string, payload []byt
 	if st := t.nc.Status(); st != nats.CONNECTED {
 		return fmt.Errorf("nats publish: %w (%s, %s)", ErrConnectionFailed, st, t.url)
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, t.opts.PublishTimeout)
-		defer cancel()
-	}
 	if err := t.nc.Publish(NATSSubject(topic), payload); err != nil {
-		return fmt.Errorf("nats publish: %w (%w)", err, ErrConnectionFailed)
-	}
-	if err := t.nc.FlushWithContext(ctx); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("nats publish: no answer from the server in time: %w (%w)", ErrTimeout, err)
-		}
-		if errors.Is(err, context.Canceled) {
-			return err
-		}
 		return fmt.Errorf("nats publish: %w (%w)", err, ErrConnectionFailed)
 	}
 	return nil
@@ -272,6 +260,7 @@ func (t *NATSTransport) publish(ctx context.Context, topic string, payload []byt
 
 type natsSub struct {
 	topic   string
+	sub     *nats.Subscription // set before it is listed in t.subs
 	deliver func(Message)
 	mu      sync.Mutex // held while delivering; stopped set under it
 	stopped bool
@@ -315,6 +304,7 @@ func (t *NATSTransport) Subscribe(ctx context.Context, topic string, deliver fun
 		}
 		cancel()
 	}
+	s.sub = sub
 	t.mu.Lock()
 	t.subs[s] = struct{}{}
 	t.mu.Unlock()
@@ -324,19 +314,34 @@ func (t *NATSTransport) Subscribe(ctx context.Context, topic string, deliver fun
 		case <-ctx.Done():
 		case <-t.ctx.Done():
 		}
+		t.mu.Lock()
+		if n, err := sub.Dropped(); err == nil {
+			t.c.dropped.Add(uint64(n)) // counted from here on (Stats)
+		}
+		delete(t.subs, s)
+		t.mu.Unlock()
 		sub.Unsubscribe()
 		s.mu.Lock()
 		s.stopped = true
 		s.mu.Unlock()
-		t.mu.Lock()
-		delete(t.subs, s)
-		t.mu.Unlock()
 	}()
 	return nil
 }
 
-// Stats returns the transport's counters.
-func (t *NATSTransport) Stats() Stats { return t.c.snapshot() }
+// Stats returns the transport's counters. Dropped counts the messages
+// nats.go dropped because a subscription's pending buffer was full (a slow
+// consumer: deliver could not keep up), of live and ended subscriptions.
+func (t *NATSTransport) Stats() Stats {
+	s := t.c.snapshot()
+	t.mu.Lock()
+	for ns := range t.subs {
+		if n, err := ns.sub.Dropped(); err == nil {
+			s.Dropped += uint64(n)
+		}
+	}
+	t.mu.Unlock()
+	return s
+}
 
 // Conn exposes the underlying connection (for diagnostics).
 func (t *NATSTransport) Conn() *nats.Conn { return t.nc }

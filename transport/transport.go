@@ -43,7 +43,7 @@ type Stats struct {
 	Received      uint64 // messages handed to deliver callbacks
 	Rejected      uint64 // garbage lines/messages that could not be parsed (never delivered)
 	Duplicates    uint64 // copies dropped by de-duplication (pilot with several subscriptions)
-	Dropped       uint64 // messages dropped on purpose: mem fault injection (loss, partition), overflow
+	Dropped       uint64 // messages dropped: mem fault injection (loss, partition), overflow; NATS: a subscription's pending buffer full (slow consumer)
 	Resubscribes  uint64 // subscription restarts after a gap (process exit, reconnect)
 	Disconnects   uint64 // connection losses seen (NATS)
 }

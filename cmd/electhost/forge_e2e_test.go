@@ -26,6 +26,7 @@ type forger struct {
 	group   string
 	subject string
 
+	sub      *nats.Subscription
 	mu       sync.Mutex
 	captured []captured
 	recorded chan struct{} // closed and replaced at every capture
@@ -56,7 +57,7 @@ func newForger(t *testing.T, url, group string) *forger {
 	}
 	t.Cleanup(nc.Close)
 	f := &forger{t: t, nc: nc, group: group, subject: transport.NATSSubject(core.Topic(group)), recorded: make(chan struct{})}
-	if _, err := nc.Subscribe(f.subject, func(m *nats.Msg) {
+	if f.sub, err = nc.Subscribe(f.subject, func(m *nats.Msg) {
 		c := captured{Raw: bytes.Clone(m.Data), At: time.Now()}
 		json.Unmarshal(m.Data, &c) // a message that is no JSON is kept, untyped
 		f.mu.Lock()
@@ -71,6 +72,14 @@ func newForger(t *testing.T, url, group string) *forger {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// stopCapturing ends the capture (a flood need not be captured too).
+func (f *forger) stopCapturing() {
+	f.t.Helper()
+	if err := f.sub.Unsubscribe(); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 // messages returns the captured messages that match (nil: all), oldest first.

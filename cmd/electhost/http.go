@@ -25,19 +25,25 @@ type statusJSON struct {
 	Members          []memberJSON `json:"members"`
 	// The configuration (quorum mode): its version, whether it is known to
 	// be committed, and whether this agent is in it (a voter).
-	ConfTerm        uint64         `json:"conf_term"`
-	ConfIndex       uint64         `json:"conf_index"`
-	ConfCommitted   bool           `json:"conf_committed"`
-	Voter           bool           `json:"voter"`
-	Elections       uint64         `json:"elections"`
-	Received        uint64         `json:"received"`
-	Rejected        uint64         `json:"rejected"`
-	Auth            *authJSON      `json:"auth,omitempty"` // with --auth: the refusals by reason (all in rejected)
-	LeaderCommand   *leaderCmdJSON `json:"leader_command,omitempty"`
-	Ready           bool           `json:"ready"`         // what /readyz answers
-	ReadyReason     string         `json:"ready_reason"`  // why (or why not)
-	DuplicateIDs    uint64         `json:"duplicate_ids"` // reports of an id spoken by two processes
-	LastDuplicateID string         `json:"last_duplicate_id,omitempty"`
+	ConfTerm      uint64         `json:"conf_term"`
+	ConfIndex     uint64         `json:"conf_index"`
+	ConfCommitted bool           `json:"conf_committed"`
+	Voter         bool           `json:"voter"`
+	Elections     uint64         `json:"elections"`
+	Received      uint64         `json:"received"`
+	Rejected      uint64         `json:"rejected"`
+	Auth          *authJSON      `json:"auth,omitempty"` // with --auth: the refusals by reason (all in rejected)
+	LeaderCommand *leaderCmdJSON `json:"leader_command,omitempty"`
+	Ready         bool           `json:"ready"`         // what /readyz answers
+	ReadyReason   string         `json:"ready_reason"`  // why (or why not)
+	DuplicateIDs  uint64         `json:"duplicate_ids"` // reports of an id spoken by two processes
+	// Received messages dropped unseen (too many waiting for the core), of
+	// them those in a member's name (its own queue full), and those the
+	// transport dropped before (NATS: slow consumer).
+	Dropped            uint64 `json:"dropped"`
+	DroppedFromMembers uint64 `json:"dropped_from_members"`
+	TransportDropped   uint64 `json:"transport_dropped"`
+	LastDuplicateID    string `json:"last_duplicate_id,omitempty"`
 }
 
 type authJSON struct {
@@ -189,7 +195,12 @@ func newHTTPHandler(st *agentState, status func() (core.Status, bool), clock hos
 		sj.Ready, sj.ReadyReason = st.readiness(cs, now, ctl.et.Milliseconds())
 		st.mu.Lock()
 		sj.DuplicateIDs, sj.LastDuplicateID = st.duplicates, st.lastDup
+		stats := st.stats
 		st.mu.Unlock()
+		if stats != nil {
+			as := stats()
+			sj.Dropped, sj.DroppedFromMembers, sj.TransportDropped = as.Dropped, as.DroppedFromMembers, as.Transport.Dropped
+		}
 		enc.Encode(sj)
 	})
 	mux.Handle("GET /metrics", mets.Handler())

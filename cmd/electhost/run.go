@@ -334,6 +334,7 @@ type agentState struct {
 	inConfig   bool   // in the last committed configuration (quorum mode)
 	lastDup    string // the last report's reason
 	dup        *dupGuard
+	stats      func() host.Stats // the agent's counters (nil in tests)
 }
 
 func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
@@ -402,6 +403,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	if err != nil {
 		return configErrorf("%s", userWords(err.Error()))
 	}
+	st.stats = agent.Stats
 	agentClosed := false
 	defer func() {
 		if !agentClosed {
@@ -517,6 +519,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 			MessagesIn: as.MessagesIn, MessagesOut: as.MessagesOut,
 			Rejected:    as.Rejected + as.Transport.Rejected,
 			PublishErrs: as.PublishErrors, Traps: as.Traps, DuplicateIDs: as.DuplicateIDs,
+			Dropped: as.Dropped, DroppedFromMembers: as.DroppedFromMembers, TransportDropped: as.Transport.Dropped,
 		}
 		if e := elp.Load(); e != nil {
 			cs := e.Status()

@@ -29,8 +29,13 @@ type Snapshot struct {
 	PublishErrs  uint64 // publishes that failed
 	Traps        uint64 // wasm traps recovered (instance re-created)
 	DuplicateIDs uint64 // reports of an id spoken by two processes (this agent's or a member's)
-	CmdStarts    uint64 // leader-only command starts
-	CmdKills     uint64 // leader-only command stops that needed SIGKILL
+	Dropped      uint64 // received messages dropped: too many waiting for the core
+	// DroppedFromMembers: of Dropped, those in a known member's name (its
+	// own queue was full: a flood in its name).
+	DroppedFromMembers uint64
+	TransportDropped   uint64 // messages the transport dropped (NATS: slow consumer)
+	CmdStarts          uint64 // leader-only command starts
+	CmdKills           uint64 // leader-only command stops that needed SIGKILL
 	// Quorum mode's configuration: its index, its size, whether it is known
 	// to be committed, and whether this agent is in it.
 	ConfIndex     uint64
@@ -122,6 +127,9 @@ func newSnapshotCollector(labels prometheus.Labels, source func() Snapshot) *sna
 		{d("messages_received_total", "Messages received from the bus."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.MessagesIn) }},
 		{d("messages_published_total", "Messages published to the bus."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.MessagesOut) }},
 		{d("messages_rejected_total", "Messages refused: malformed, wrong group, stale term, unparseable."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.Rejected) }},
+		{d("messages_dropped_total", "Received messages dropped unseen because too many were waiting for the core (a flood on the bus); members' messages have queues of their own."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.Dropped) }},
+		{d("member_messages_dropped_total", "Of messages_dropped_total, those in a known member's name: its own queue was full (a flood in its name)."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.DroppedFromMembers) }},
+		{d("transport_messages_dropped_total", "Messages the transport dropped before the agent saw them (NATS: a subscription's pending buffer full)."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.TransportDropped) }},
 		{d("publish_errors_total", "Publishes that failed."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.PublishErrs) }},
 		{d("wasm_traps_total", "WebAssembly traps recovered by re-instantiating the module."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.Traps) }},
 		{d("duplicate_ids_total", "Reports of an agent id spoken by two processes at once (this agent's or a member's): two agents share an id."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.DuplicateIDs) }},

@@ -16,7 +16,7 @@ func TestExposition(t *testing.T) {
 	var scrapes atomic.Int32
 	m := New("g1", "a", func() Snapshot {
 		scrapes.Add(1)
-		return Snapshot{Elections: 3, Term: 9, IsLeader: true, MessagesIn: 100, MessagesOut: 50, Rejected: 2, Traps: 1, DuplicateIDs: 4,
+		return Snapshot{Elections: 3, Term: 9, IsLeader: true, MessagesIn: 100, MessagesOut: 50, Rejected: 2, Traps: 1, DuplicateIDs: 4, Dropped: 11, DroppedFromMembers: 6, TransportDropped: 13,
 			ConfIndex: 7, ConfMembers: 5, ConfCommitted: true, Voter: true}
 	})
 	m.LeaderChanged()
@@ -33,6 +33,9 @@ func TestExposition(t *testing.T) {
 		`electcore_messages_rejected_total{group="g1",id="a"} 2`,
 		`electcore_wasm_traps_total{group="g1",id="a"} 1`,
 		`electcore_duplicate_ids_total{group="g1",id="a"} 4`,
+		`electcore_messages_dropped_total{group="g1",id="a"} 11`,
+		`electcore_member_messages_dropped_total{group="g1",id="a"} 6`,
+		`electcore_transport_messages_dropped_total{group="g1",id="a"} 13`,
 		`electcore_config_index{group="g1",id="a"} 7`,
 		`electcore_config_members{group="g1",id="a"} 5`,
 		`electcore_config_committed{group="g1",id="a"} 1`,

@@ -1,0 +1,167 @@
+package host
+
+import (
+	"bytes"
+	"slices"
+
+	"github.com/electcore/electcore/core"
+)
+
+// inbox holds the received messages waiting for the next step, in two
+// lanes. A message that names a known member of its group as its sender
+// goes to that member's own small queue; everything else (non-members,
+// garbage) to the shared queue, bounded by AgentConfig.MaxPending. Each step
+// takes the members' queues first, one message from each in turn, then the
+// shared one. So a flood from outside the group fills and drops only the
+// shared queue while heartbeats, acks and votes still reach the core at
+// once; a flood in a member's name (anyone can write one with
+// authentication off; with it on, the core refuses it) crowds out only
+// that member's own messages once the shared queue is full too.
+//
+// The sender is read by a byte scan for the first `"from":"`, not a JSON
+// decode: it only picks a lane; the core still decodes, checks and
+// authenticates everything.
+type inbox struct {
+	shared  []core.Message // from head on
+	head    int
+	lanes   map[laneKey][]core.Message
+	order   []laneKey                      // lanes with messages, oldest first
+	known   map[string]map[string]struct{} // topic → member ids
+	pending int                            // messages in lanes
+}
+
+type laneKey struct{ topic, from string }
+
+// memberLane bounds one member's queue: about 25 s of its heartbeats or
+// acks at the default interval, far more than a step takes.
+const memberLane = 256
+
+// setMembers makes ids known members of topic (added to those known: a
+// member removed since is still heard while the others learn it).
+func (in *inbox) setMembers(topic string, ids []string) {
+	if in.known == nil {
+		in.known = map[string]map[string]struct{}{}
+	}
+	m := in.known[topic]
+	if m == nil {
+		m = map[string]struct{}{}
+		in.known[topic] = m
+	}
+	for _, id := range ids {
+		m[id] = struct{}{}
+	}
+}
+
+// forget drops topic's members and queued messages (the group was left).
+func (in *inbox) forget(topic string) {
+	delete(in.known, topic)
+	for k, q := range in.lanes {
+		if k.topic == topic {
+			in.pending -= len(q)
+			delete(in.lanes, k)
+		}
+	}
+	in.order = slices.DeleteFunc(in.order, func(k laneKey) bool { return k.topic == topic })
+}
+
+// add queues m; it reports false if m was dropped (its queue full) and
+// whether it named a known member. A member's message that finds its own
+// queue full waits in the shared one if there is room: a burst in a
+// member's name (with auth on, replays the core refuses cheaply) is then
+// no worse off than everything else.
+func (in *inbox) add(m core.Message, maxShared int) (queued, member bool) {
+	if from := senderOf(m.Payload); from != "" {
+		if _, ok := in.known[m.Topic][from]; ok {
+			member = true
+			k := laneKey{m.Topic, from}
+			q := in.lanes[k]
+			if len(q) >= memberLane {
+				return in.addShared(m, maxShared), true
+			}
+			if len(q) == 0 {
+				in.order = append(in.order, k)
+			}
+			if in.lanes == nil {
+				in.lanes = map[laneKey][]core.Message{}
+			}
+			in.lanes[k] = append(q, m)
+			in.pending++
+			return true, true
+		}
+	}
+	return in.addShared(m, maxShared), false
+}
+
+func (in *inbox) addShared(m core.Message, maxShared int) bool {
+	if len(in.shared)-in.head >= maxShared {
+		return false
+	}
+	in.shared = append(in.shared, m)
+	return true
+}
+
+func (in *inbox) len() int { return in.pending + len(in.shared) - in.head }
+
+// stepMessages bounds the messages of one step. A step is one call into
+// the module under its deadline (1 s): under a flood on a loaded machine,
+// half a MaxBatchBytes of refused messages (about 2,400) overran it, the
+// module trapped and was restored from the persisted state, and the leader
+// lost its lease. 256 take about 1.5 ms of wasm on a quiet machine.
+const stepMessages = 256
+
+// take removes up to budget bytes and stepMessages messages (at least one
+// if any wait): the members' lanes round robin, then the shared queue in
+// order.
+func (in *inbox) take(budget int) []core.Message {
+	var out []core.Message
+	cost := func(m core.Message) int { return len(m.Topic) + len(m.Payload) + 16 }
+	for len(in.order) > 0 && len(out) < stepMessages && (budget > 0 || len(out) == 0) {
+		k := in.order[0]
+		q := in.lanes[k]
+		out = append(out, q[0])
+		budget -= cost(q[0])
+		in.pending--
+		in.order = in.order[1:]
+		if len(q) == 1 {
+			delete(in.lanes, k)
+		} else {
+			in.lanes[k] = q[1:]
+			in.order = append(in.order, k) // to the back: one each in turn
+		}
+	}
+	for in.head < len(in.shared) && len(out) < stepMessages && (budget > 0 || len(out) == 0) {
+		m := in.shared[in.head]
+		in.shared[in.head] = core.Message{} // not kept alive by the array
+		in.head++
+		budget -= cost(m)
+		out = append(out, m)
+	}
+	// Move the rest to the front once half the array is taken, not at
+	// every step: with 65,536 waiting, a copy per 256-message step cost
+	// more than the step.
+	if in.head == len(in.shared) {
+		in.shared, in.head = in.shared[:0], 0
+	} else if in.head > len(in.shared)/2 {
+		n := copy(in.shared, in.shared[in.head:])
+		clear(in.shared[n:])
+		in.shared, in.head = in.shared[:n], 0
+	}
+	return out
+}
+
+var fromKey = []byte(`"from":"`)
+
+// senderOf is the value of the first "from" key of a wire message, or "" if
+// there is none or it is not a plain string of at most core.MaxIDLen bytes.
+func senderOf(p []byte) string {
+	i := bytes.Index(p, fromKey)
+	if i < 0 {
+		return ""
+	}
+	p = p[i+len(fromKey):]
+	j := bytes.IndexByte(p, '"')
+	if j <= 0 || j > core.MaxIDLen || bytes.IndexByte(p[:j], '\\') >= 0 {
+		return ""
+	}
+	return string(p[:j])
+}

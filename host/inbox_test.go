@@ -1,0 +1,202 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/transport"
+)
+
+// gatedCore is the native core that, while closed, holds every Step until
+// opened, and records what each Step received.
+type gatedCore struct {
+	nativeCore
+	mu      sync.Mutex
+	gate    chan struct{} // nil: open
+	entered chan struct{} // a Step is waiting at the gate
+	steps   [][]core.Message
+}
+
+func (g *gatedCore) Step(in *core.Input, out *core.Output) error {
+	g.mu.Lock()
+	gate := g.gate
+	g.mu.Unlock()
+	if gate != nil {
+		g.entered <- struct{}{}
+		<-gate
+	}
+	g.mu.Lock()
+	g.steps = append(g.steps, append([]core.Message(nil), in.Inbound...))
+	g.mu.Unlock()
+	return g.nativeCore.Step(in, out)
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestFloodKeepsMembersMessages: while the core is busy, a flood of messages
+// from outside the group fills and drops only the shared queue — counted
+// and logged — and the members' messages wait in their own queues, taken
+// first by the next step; a flood in one member's name drops only that
+// member's messages. Before, the members' heartbeats were dropped with the
+// flood, silently.
+func TestFloodKeepsMembersMessages(t *testing.T) {
+	ctx := context.Background()
+	bus := transport.NewMemBus(transport.MemOptions{})
+	defer bus.Close()
+	gc := &gatedCore{nativeCore: nativeCore{e: core.NewEngine()}, entered: make(chan struct{})}
+	logs := &syncBuffer{}
+	ag := startAgent(AgentConfig{Transport: bus.Transport("a"), MaxPending: 100,
+		Logger: slog.New(slog.NewJSONHandler(logs, nil))}, gc)
+	defer ag.Close(ctx)
+	cfg := core.Config{ID: "a", Group: "g", Members: []string{"a", "b", "c"}, HeartbeatMs: 600_000, ElectionTimeoutMs: 1_800_000}
+	if _, err := ag.Join(ctx, cfg, Callbacks{}); err != nil {
+		t.Fatal(err)
+	}
+	// Hold the loop in a step while the flood arrives.
+	gate := make(chan struct{})
+	gc.mu.Lock()
+	gc.gate = gate
+	gc.mu.Unlock()
+	ag.wake()
+	<-gc.entered
+	gc.mu.Lock()
+	gc.gate = nil
+	gc.mu.Unlock()
+	topic := core.Topic("g")
+	msg := func(from string, seq int) transport.Message {
+		return transport.Message{Topic: topic, Payload: []byte(fmt.Sprintf(
+			`{"type":"heartbeat","group":"g","from":"%s","leader":"%s","priority":1,"term":1,"seq":%d}`, from, from, seq))}
+	}
+	for i := range 1000 {
+		ag.deliver(msg("mallory", i))
+		if i%200 == 100 {
+			ag.deliver(msg("b", i))
+		}
+	}
+	// b flooded in its own name (anyone can, with auth off), and one of c.
+	for i := range 300 {
+		ag.deliver(msg("b", 1000+i))
+	}
+	ag.deliver(msg("c", 1))
+	st := ag.Stats()
+	if st.Dropped != 900+(5+300-memberLane) || st.DroppedFromMembers != 5+300-memberLane {
+		t.Fatalf("dropped %d (from members %d), want %d (%d)", st.Dropped, st.DroppedFromMembers, 900+(5+300-memberLane), 5+300-memberLane)
+	}
+	close(gate)
+	// The next step takes the members' queues first, one of each in turn.
+	var first []core.Message
+	for deadline := time.Now().Add(10 * time.Second); first == nil; time.Sleep(5 * time.Millisecond) {
+		gc.mu.Lock()
+		for _, s := range gc.steps {
+			if len(s) > 0 {
+				first = s
+				break
+			}
+		}
+		gc.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("no step received the queued messages")
+		}
+	}
+	var senders []string
+	for _, m := range first[:4] {
+		senders = append(senders, senderOf(m.Payload))
+	}
+	if got := strings.Join(senders, ","); got != "b,c,b,b" {
+		t.Fatalf("the first step's first senders %s, want b,c,b,b", got)
+	}
+	if !strings.Contains(string(first[0].Payload), `"seq":100}`) {
+		t.Fatalf("b's first message is not its oldest: %s", first[0].Payload)
+	}
+	// Logged once, with the counts.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "received messages dropped"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line about the drops:\n%s", logs.String())
+		}
+	}
+	if n := strings.Count(logs.String(), "received messages dropped"); n != 1 || !strings.Contains(logs.String(), fmt.Sprintf(`"dropped":%d,"from_members":%d`, st.Dropped, st.DroppedFromMembers)) {
+		t.Fatalf("%d drop lines:\n%s", n, logs.String())
+	}
+}
+
+func TestSenderOf(t *testing.T) {
+	for p, want := range map[string]string{
+		`{"type":"ack","from":"b","term":1}`:          "b",
+		`{"type":"ack","xfrom":"b","from":"c"}`:       "c",
+		`{"type":"ack","leader":"\"from\":\"b\""}`:    "",
+		`{"type":"ack","from":"b\u0031"}`:             "",
+		`{"type":"ack","from":""}`:                    "",
+		`{"type":"ack","from":"b`:                     "",
+		`{"type":"ack","from" : "b"}`:                 "",
+		`{"from":"` + strings.Repeat("x", 300) + `"}`: "",
+	} {
+		if got := senderOf([]byte(p)); got != want {
+			t.Errorf("senderOf(%s) = %q, want %q", p, got, want)
+		}
+	}
+}
+
+// TestInboxSharedQueueOrder: the shared queue gives its messages back in
+// arrival order, stepMessages at a time, across its compactions, and
+// refuses more than maxShared waiting.
+func TestInboxSharedQueueOrder(t *testing.T) {
+	var in inbox
+	next, want := 0, 0
+	add := func(k int) {
+		for range k {
+			if ok, member := in.add(core.Message{Topic: "t", Payload: []byte(fmt.Sprint(next))}, 1000); !ok || member {
+				t.Fatalf("message %d: queued %v member %v", next, ok, member)
+			}
+			next++
+		}
+	}
+	take := func() {
+		got := in.take(core.MaxBatchBytes / 2)
+		if len(got) != min(stepMessages, next-want) {
+			t.Fatalf("took %d, want %d", len(got), min(stepMessages, next-want))
+		}
+		for _, m := range got {
+			if string(m.Payload) != fmt.Sprint(want) {
+				t.Fatalf("took %s, want %d", m.Payload, want)
+			}
+			want++
+		}
+	}
+	add(1000)
+	if ok, _ := in.add(core.Message{Topic: "t", Payload: []byte("x")}, 1000); ok {
+		t.Fatal("a 1001st message was queued")
+	}
+	for range 3 {
+		take()
+		add(100)
+	}
+	for in.len() > 0 {
+		take()
+	}
+	if want != next {
+		t.Fatalf("took %d of %d", want, next)
+	}
+}
