@@ -5,10 +5,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/electcore/electcore/core"
@@ -26,9 +26,12 @@ func groupName(i int) string { return fmt.Sprintf("bench-%05d", i) }
 //
 //	ready <ms>                      every group joined
 //	L <ms> <group> <leader> <term>  OnNewLeader
+//	U <ms> <group>                  the group's leader is no longer known (a
+//	                                probe of every group's Status, every 250 ms)
 //	C <ms> <in> <out> <dropped>     the agent's message counters, every second
 //
-// It runs until its stdin is closed (or it is killed).
+// It runs until its stdin is closed (or it is killed), without handing
+// leadership off.
 func runAgent(args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	broker := fs.String("broker", "", "NATS URL")
@@ -37,6 +40,7 @@ func runAgent(args []string) error {
 	groups := fs.Int("groups", 1, "groups to join")
 	native := fs.Bool("native", false, "run the native core (host.NewNativeAgent) instead of the wasm module")
 	stateDir := fs.String("state-dir", "", "persist state here (default: in memory)")
+	verbose := fs.Bool("v", false, "every 5 s, write the agent's counters and its groups' roles to stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -76,6 +80,12 @@ func runAgent(args []string) error {
 	now := func() int64 { return time.Now().UnixMilli() }
 
 	ids := strings.Split(*members, ",")
+	els := make([]*host.Election, *groups)
+	// view[i] is the leader of group i as last written to stdout ("" once a
+	// probe found it lost). OnNewLeader never reports a loss, so the probe
+	// polls Election.Status for that.
+	var viewMu sync.Mutex
+	view := make([]string, *groups)
 	// Joins run concurrently: the agent steps the joins waiting together in
 	// one batch.
 	sem := make(chan struct{}, 64)
@@ -86,10 +96,12 @@ func runAgent(args []string) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			name := groupName(i)
-			_, err := ag.Join(ctx, core.Config{ID: *id, Group: name, Members: ids}, host.Callbacks{
+			el, err := ag.Join(ctx, core.Config{ID: *id, Group: groupName(i), Members: ids}, host.Callbacks{
 				OnNewLeader: func(leader string, term uint64) {
+					viewMu.Lock()
+					view[i] = leader
 					line(fmt.Sprintf("L %d %d %s %d", now(), i, leader, term))
+					viewMu.Unlock()
 				},
 			})
 			if err != nil {
@@ -97,7 +109,9 @@ func runAgent(args []string) error {
 				case errs <- err:
 				default:
 				}
+				return
 			}
+			els[i] = el
 		}()
 	}
 	wg.Wait()
@@ -108,15 +122,41 @@ func runAgent(args []string) error {
 	}
 	line(fmt.Sprintf("ready %d", now()))
 
+	// stdin: "quiet" stops the probe (while CPU is measured), "probe"
+	// restarts it; its end stops the agent.
+	var probing atomic.Bool
+	probing.Store(true)
 	done := make(chan struct{})
 	go func() {
-		io.Copy(io.Discard, os.Stdin)
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			probing.Store(sc.Text() != "quiet")
+		}
 		close(done)
 	}()
+	probe := func() {
+		for i, el := range els {
+			viewMu.Lock()
+			before := view[i]
+			viewMu.Unlock()
+			if before == "" || el.Status().Leader != "" {
+				continue
+			}
+			viewMu.Lock()
+			if view[i] == before { // no new leader reported meanwhile
+				view[i] = ""
+				line(fmt.Sprintf("U %d %d", now(), i))
+			}
+			viewMu.Unlock()
+		}
+	}
+	ticks := 0
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	flush := time.NewTicker(100 * time.Millisecond)
 	defer flush.Stop()
+	poll := time.NewTicker(250 * time.Millisecond)
+	defer poll.Stop()
 	for {
 		select {
 		case <-done:
@@ -124,9 +164,16 @@ func runAgent(args []string) error {
 			w.Flush()
 			mu.Unlock()
 			return nil
+		case <-poll.C:
+			if probing.Load() {
+				probe()
+			}
 		case <-tick.C:
 			st := ag.Stats()
 			line(fmt.Sprintf("C %d %d %d %d", now(), st.MessagesIn, st.MessagesOut, st.Dropped))
+			if ticks++; *verbose && ticks%5 == 0 {
+				describe(*id, st, els)
+			}
 		case <-flush.C:
 			mu.Lock()
 			err := w.Flush()
@@ -136,4 +183,21 @@ func runAgent(args []string) error {
 			}
 		}
 	}
+}
+
+// describe writes the agent's counters and how many of its groups are in
+// each role with each known leader, and three leaderless groups in detail:
+// what to look at when groups do not settle.
+func describe(id string, st host.Stats, els []*host.Election) {
+	roles := map[string]int{}
+	var stuck []string
+	for _, el := range els {
+		s := el.Status()
+		roles[s.Role.String()+"/"+s.Leader]++
+		if s.Leader == "" && len(stuck) < 3 {
+			stuck = append(stuck, fmt.Sprintf("%s term %d vote %q campaigns %d received %d rejected %d",
+				s.Group, s.Term, s.Vote, s.Elections, s.Received, s.Rejected))
+		}
+	}
+	fmt.Fprintf(os.Stderr, "%s: %+v\n%s: role/leader: %v; leaderless: %s\n", id, st, id, roles, strings.Join(stuck, "; "))
 }

@@ -9,11 +9,14 @@
 // For each (G, core) it starts a broker and the agents, and reports:
 //
 //   - led: time from starting the agents until every group has a leader
-//     known by every agent (the agents' OnNewLeader agree);
+//     known by every agent (the last leader each agent's OnNewLeader named
+//     is the same, and its probe of the group's Status, every 250 ms, has
+//     not found it lost since);
 //   - steady CPU of each agent and of the broker (% of one core) over a
-//     window after a settling pause, the agents' RSS, and the broker's
-//     messages per second (published into it / delivered out of it, from
-//     the agents' counters);
+//     window after a settling pause (the probes paused), the agents' RSS,
+//     the broker's messages per second (published into it / delivered out
+//     of it, from the agents' counters), and the new leaders reported in
+//     the window (0 when the groups are settled);
 //   - leaders per agent;
 //   - after kill -9 of the agent leading the most groups, for each group it
 //     led, the time until the survivors agree on a new leader (p50, p99,
@@ -67,6 +70,7 @@ type options struct {
 	failoverTimeout time.Duration
 	disk            bool
 	json            bool
+	verbose         bool
 }
 
 func run(args []string) error {
@@ -83,6 +87,7 @@ func run(args []string) error {
 	fs.DurationVar(&o.failoverTimeout, "failover-timeout", 60*time.Second, "give up waiting for the killed agent's groups to be led again")
 	fs.BoolVar(&o.disk, "disk", false, "persist the agents' state in files (statestore) instead of memory")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON")
+	fs.BoolVar(&o.verbose, "v", false, "agents describe their groups on stderr every 5 s; say which leaders each agent knows if the groups do not settle")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -159,6 +164,9 @@ type result struct {
 	MsgsOutPerS float64   `json:"broker_msgs_out_per_s"` // delivered to the agents
 	Dropped     uint64    `json:"dropped"`               // received messages the agents dropped (queue full)
 	Leaders     []int     `json:"leaders_per_agent"`
+	// LeaderReports counts the agents' OnNewLeader calls in the window: 0
+	// when every group is settled; churning groups report new leaders.
+	LeaderReports int `json:"leader_reports_in_window"`
 	// Failover after kill -9 of Killed (the agent leading the most groups).
 	Killed        string    `json:"killed"`
 	FailoverN     int       `json:"failover_groups"` // groups it led
@@ -249,6 +257,9 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 		if coreName == "native" {
 			args = append(args, "-native")
 		}
+		if o.verbose {
+			args = append(args, "-v")
+		}
 		if o.disk {
 			args = append(args, "-state-dir", filepath.Join(tmp, id))
 		}
@@ -270,6 +281,7 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 		go readAgent(i, stdout, events, quit)
 	}
 
+	leaderReports := 0 // OnNewLeader calls seen
 	// agreed[g]: the leader every live agent reports for g, or "".
 	agreed := make([]string, groups)
 	nAgreed := 0
@@ -304,6 +316,10 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 			a.ready = ev.ms
 		case "L":
 			a.leader[ev.group] = ev.who
+			update(ev.group)
+			leaderReports++
+		case "U":
+			a.leader[ev.group] = ""
 			update(ev.group)
 		case "C":
 			a.in, a.out, a.dropped, a.ctrAt = ev.a, ev.b, ev.c, ev.ms
@@ -356,6 +372,15 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 	if !ok {
 		res.LedS = -1
 		logf("   not every group led within %v (%d of %d)", o.convergeTimeout, nAgreed, groups)
+		if o.verbose {
+			for _, a := range agents {
+				hist := map[string]int{}
+				for _, l := range a.leader {
+					hist[l]++
+				}
+				logf("   %s reports as leaders (\"\": none yet): %v", a.id, hist)
+			}
+		}
 	} else {
 		res.LedS = float64(at-t0) / 1000
 		logf("   every group led and known after %.1f s", res.LedS)
@@ -370,13 +395,21 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 		pids = append(pids, a.cmd.Process.Pid)
 	}
 	pids = append(pids, broker.Process.Pid)
+	tell := func(cmd string) {
+		for _, a := range agents {
+			io.WriteString(a.stdin, cmd+"\n")
+		}
+	}
+	tell("quiet") // the probes' Status calls are not part of the steady cost
 	cpu0 := cpuTicks(pids)
 	w0 := time.Now()
 	ctr0 := counters(agents)
+	reports0 := leaderReports
 	if err := drain(o.window); err != nil {
 		return res, err
 	}
 	cpu1 := cpuTicks(pids)
+	tell("probe")
 	elapsed := time.Since(w0).Seconds()
 	ctr1 := counters(agents)
 	for i, p := range pids {
@@ -394,8 +427,18 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 		res.MsgsOutPerS = math.Round(float64(ctr1.in-ctr0.in) / dt)
 	}
 	res.Dropped = ctr1.dropped
+	res.LeaderReports = leaderReports - reports0
+	// Leaders lost during the window show at the next probe.
+	if err := drain(time.Second); err != nil {
+		return res, err
+	}
 	res.Leaders = leadersPerAgent(ids, agreed)
-	logf("   steady: agents %v %% CPU, broker %.1f %%; leaders %v", res.AgentCPU, res.BrokerCPU, res.Leaders)
+	logf("   steady: agents %v %% CPU, broker %.1f %%; leaders %v; %d new leaders reported in the window",
+		res.AgentCPU, res.BrokerCPU, res.Leaders, res.LeaderReports)
+	if res.LedS < 0 {
+		// Unsettled groups cannot fail over in any measurable way.
+		return res, nil
+	}
 
 	// Failover: kill -9 the agent leading the most groups.
 	victim := 0
@@ -481,6 +524,8 @@ func readAgent(i int, r io.Reader, events chan<- event, quit <-chan struct{}) {
 			ev.a, _ = strconv.ParseUint(f[2], 10, 64)
 			ev.b, _ = strconv.ParseUint(f[3], 10, 64)
 			ev.c, _ = strconv.ParseUint(f[4], 10, 64)
+		case f[0] == "U" && len(f) == 3:
+			ev.group, _ = strconv.Atoi(f[2])
 		case f[0] == "ready":
 		default:
 			continue
@@ -589,20 +634,22 @@ func logf(format string, a ...any) {
 func (r report) table(w io.Writer) {
 	fmt.Fprintf(w, "%d agents on %d CPUs; load average (1, 5, 15 min) %s before, %s after; settle %.0f s, window %.0f s\n\n",
 		r.Agents, r.CPUs, r.LoadBefore, r.LoadAfter, r.SettleS, r.WindowS)
-	fmt.Fprintln(w, "| G groups | load at start | all groups led, known by all | steady CPU per agent (one core = 100 %) | broker CPU | RSS per agent | broker msgs/s in / out | leaders per agent | kill -9 of the busiest agent → re-led p50 / p99 / max | leaders after |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintln(w, "| G groups | load at start | all groups led, known by all | steady CPU per agent (one core = 100 %) | broker CPU | RSS per agent | broker msgs/s in / out | leaders per agent | new leaders reported in the window | kill -9 of the busiest agent → re-led p50 / p99 / max | leaders after |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, x := range r.Runs {
 		led := fmt.Sprintf("not within the timeout (joined %.1f s)", x.JoinedS)
 		if x.LedS >= 0 {
 			led = fmt.Sprintf("%.1f s (joined %.1f s)", x.LedS, x.JoinedS)
 		}
 		fo := fmt.Sprintf("%.2f / %.2f / %.2f s (%d groups)", x.FailoverP50S, x.FailoverP99S, x.FailoverMaxS, x.FailoverN)
-		if x.FailoverDone < x.FailoverN {
+		if x.LedS < 0 {
+			fo = "not measured (unsettled)"
+		} else if x.FailoverDone < x.FailoverN {
 			fo = fmt.Sprintf("%d of %d groups re-led within the timeout", x.FailoverDone, x.FailoverN)
 		}
-		fmt.Fprintf(w, "| %d, %s | %s | %s | %s | %.1f %% | %s MiB | %.0f / %.0f | %v | %s | %v |\n",
+		fmt.Fprintf(w, "| %d, %s | %s | %s | %s | %.1f %% | %s MiB | %.0f / %.0f | %v | %d | %s | %v |\n",
 			x.Groups, x.Core, x.Load, led, spread(x.AgentCPU, " %"), x.BrokerCPU, spread(x.AgentRSSMiB, ""),
-			x.MsgsInPerS, x.MsgsOutPerS, x.Leaders, fo, x.LeadersAfter)
+			x.MsgsInPerS, x.MsgsOutPerS, x.Leaders, x.LeaderReports, fo, x.LeadersAfter)
 	}
 }
 
