@@ -677,7 +677,17 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 	if m.Pin && m.To == g.cfg.ID {
 		g.pinTerm = m.Term + 1 // an operator's transfer: leadership stays here (transferToBetter)
 	}
-	if m.Term < g.term || m.Term == g.term && m.Leader != g.leader && m.To != g.cfg.ID {
+	// This hand-off may have moved us into its successor's term before its
+	// resign came: the successor through a pushed vote, anyone through a
+	// member's stale reply to the resigning leader's last heartbeat. Such a
+	// resign is not stale: without it the successor lacks our vote (or the
+	// resigner's) and the hand-off is lost. Taken only while we know no
+	// leader of that term and gave our vote to nobody else in it, and (but
+	// by the successor, as below) from the leader we last acknowledged.
+	a := g.lastAcked
+	late := m.Term+1 == g.term && m.To != "" && g.leader == "" &&
+		(m.To == g.cfg.ID && (g.vote == "" || g.vote == m.To) || g.vote == "" && a.leader == m.From && a.term == m.Term)
+	if !late && (m.Term < g.term || m.Term == g.term && m.Leader != g.leader && m.To != g.cfg.ID) {
 		return "" // a stale or unknown leader's resignation changes nothing
 	}
 	if m.Term > g.term && g.leader != "" && g.inLease(now) && m.To != g.cfg.ID || m.Term >= MaxTerm {
@@ -695,7 +705,10 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 	if m.Term > g.term {
 		g.setTerm(m.Term)
 	}
-	g.role = RoleFollower
+	candidate := late && g.role == RoleCandidate // counting votes for this term already
+	if !candidate {
+		g.role = RoleFollower
+	}
 	g.setLeader(e, "", 0)
 	if m.To == "" || g.member(m.To) == nil || m.To == g.cfg.ID && (!g.voter || g.drained || g.conf.ver.before(m.confVer())) {
 		// (A successor behind the leader's configuration must not lead,
@@ -717,7 +730,12 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 		if m.Remove {
 			g.removeOnLead, g.removeOnLeadTerm = m.From, next
 		}
-		g.startHandoffCandidacy(e, m.Hold)
+		if candidate {
+			g.handoff = true // the resigner's vote was cast before any request of ours
+			g.holdLease(e, m.Hold)
+		} else {
+			g.startHandoffCandidacy(e, m.Hold)
+		}
 		if g.addVote(m.From) {
 			g.becomeLeader(e)
 		}

@@ -109,6 +109,9 @@ type simReport struct {
 	Elections            int64           `json:"elections"`
 	SplitBrains          int64           `json:"split_brains"`
 	ConfigChanges        int64           `json:"config_changes"` // committed membership changes (quorum fault mix)
+	HandoffsNamed        int64           `json:"handoffs_named"` // resigns naming a live successor on a healed network
+	HandoffsLost         int64           `json:"handoffs_lost"`  // ... whose successor did not lead the next term
+	HandoffLostSeeds     []uint64        `json:"handoff_lost_seeds,omitempty"`
 	VirtualMs            int64           `json:"virtual_ms"`
 	Steps                int64           `json:"steps"`
 	ElapsedMs            int64           `json:"elapsed_ms"`
@@ -290,6 +293,9 @@ func (o *simOptions) run(stdout, stderr io.Writer) error {
 		rep.Elections += r.Elections
 		rep.SplitBrains += r.SplitBrains
 		rep.ConfigChanges += r.ConfigChanges
+		rep.HandoffsNamed += r.HandoffsNamed
+		rep.HandoffsLost += r.HandoffsLost
+		rep.HandoffLostSeeds = append(rep.HandoffLostSeeds, r.HandoffLostSeeds...)
 		rep.VirtualMs += r.VirtualMs
 		rep.Steps += r.Steps
 		hashes = append(hashes, r.TraceHash)
@@ -357,6 +363,14 @@ func printSimTable(w io.Writer, r *simReport) {
 		row("liveness after faults", *r.LivenessMs, " ms")
 	}
 	tw.Flush()
+	if r.HandoffsNamed > 0 {
+		fmt.Fprintf(w, "\nhand-offs on a healed network %d, successor led %d (%.2f %%), lost %d",
+			r.HandoffsNamed, r.HandoffsNamed-r.HandoffsLost, 100*float64(r.HandoffsNamed-r.HandoffsLost)/float64(r.HandoffsNamed), r.HandoffsLost)
+		if len(r.HandoffLostSeeds) > 0 {
+			fmt.Fprintf(w, " (seeds %v)", r.HandoffLostSeeds)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "\nelections %d, split brains (bully, partitioned: allowed) %d, committed membership changes %d, violations %d; replay a seed: electhost sim --seed S --scenario ...\n",
 		r.Elections, r.SplitBrains, r.ConfigChanges, len(r.Violations))
 }

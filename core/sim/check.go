@@ -143,6 +143,9 @@ func (w *world) checkPublish(n *node, payload []byte) {
 		w.violation(InvPersist, fmt.Sprintf("%s sent %s of term %d with persisted term %d", n.id, m.Type, m.Term, n.persisted.Term), n.idx)
 	}
 	w.publishedConf(n, &m)
+	if m.Type == "resign" && m.To != "" {
+		w.resigned(n, m.Term, m.To)
+	}
 	var term uint64
 	var cand string
 	switch {

@@ -136,6 +136,12 @@
 //   - The core never rejects a payload the core produced, and a Stepper never
 //     fails.
 //
+// Hand-offs are measured, not judged per run (handoff.go): a resign naming a
+// successor sent on a healed network (after the fault phase and its late
+// messages, nothing cut off) to a member that stays up should make that
+// member leader of the next term. Result.HandoffsNamed and HandoffsLost
+// count them; CI's quorum suites require none lost.
+//
 // # Measuring scenarios
 //
 // ScenarioFailover crashes the settled leader Cycles times (failover time to

@@ -56,6 +56,14 @@ type Result struct {
 	// committed, with a member that lacks it told to campaign.
 	StaleCampaigns int64 `json:"stale_campaigns,omitempty"`
 
+	// HandoffsNamed counts the resigns naming a successor sent on a healed
+	// network to a member that stayed up (handoff.go); HandoffsLost those
+	// whose successor did not lead the next term; HandoffLostAtMs when the
+	// first of them was sent.
+	HandoffsNamed   int64 `json:"handoffs_named,omitempty"`
+	HandoffsLost    int64 `json:"handoffs_lost,omitempty"`
+	HandoffLostAtMs int64 `json:"handoff_lost_at_ms,omitempty"`
+
 	// FirstLeaderMs is when the swarm first agreed on a leader (measuring
 	// scenarios); LivenessMs is how long after the faults ended it agreed
 	// (fault mix).
@@ -188,6 +196,12 @@ type Report struct {
 	// MembershipSeeds: the seeds whose fault mix asked for changes.
 	ConfigChanges   int64 `json:"config_changes,omitempty"`
 	MembershipSeeds int   `json:"membership_seeds,omitempty"`
+	// HandoffsNamed, HandoffsLost: hand-offs on a healed network and those
+	// whose successor did not lead (Result); HandoffLostSeeds the seeds
+	// that lost one (the first 20).
+	HandoffsNamed    int64    `json:"handoffs_named,omitempty"`
+	HandoffsLost     int64    `json:"handoffs_lost,omitempty"`
+	HandoffLostSeeds []uint64 `json:"handoff_lost_seeds,omitempty"`
 	// FailoverElected: crash → new leader elected; FailoverKnown: crash →
 	// every live node knows it.
 	FailoverElected Stats `json:"failover_elected_ms"`
@@ -275,6 +289,11 @@ func Aggregate(results []*Result) *Report {
 		r.Elections += res.Elections
 		r.SplitBrains += res.SplitBrains
 		r.ConfigChanges += res.ConfigChanges
+		r.HandoffsNamed += res.HandoffsNamed
+		r.HandoffsLost += res.HandoffsLost
+		if res.HandoffsLost > 0 && len(r.HandoffLostSeeds) < 20 {
+			r.HandoffLostSeeds = append(r.HandoffLostSeeds, res.Seed)
+		}
 		if res.Faults != nil && res.Faults.Changes > 0 {
 			r.MembershipSeeds++
 		}

@@ -207,6 +207,8 @@ type world struct {
 	conf  *confState          // quorum: every configuration (membership.go)
 	mem   *membership         // the membership-change schedule, if any
 
+	handoffs map[uint64]handoff // resigns in flight, by the successor's term (handoff.go)
+
 	adv   *adversary // Options.Adversary
 	tgt   *targeted  // Options.Targeted
 	res   *Result
@@ -358,6 +360,7 @@ func (w *world) loop() error {
 	}
 	w.now = max(w.now, w.end)
 	w.sc.finish(w.now)
+	w.finishHandoffs()
 	return nil
 }
 
@@ -513,6 +516,7 @@ func (w *world) crash(n *node) {
 	w.setLeader(n, false, 0)
 	w.setKnown(n, -1)
 	n.leaseEnd = 0
+	w.successorCrashed(n)
 	w.live--
 	w.changed = true
 	w.res.Crashes++
@@ -671,6 +675,7 @@ func (w *world) step(n *node) error {
 		if ev := &out.Events[i]; ev.Kind == core.EventBecameLeader {
 			w.res.Elections++
 			w.checkElection(n, ev.Term)
+			w.handoffElected(n, ev.Term)
 			if w.conf != nil {
 				st := n.persisted
 				if n.offered != nil {

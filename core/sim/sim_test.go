@@ -45,6 +45,14 @@ func runSuite(t *testing.T, o Options, first uint64) *Report {
 	}
 	t.Logf("%s: %d seeds (%d with membership changes: %d committed), %d steps, %.0f virtual hours, %d elections, %d bully split-brain elections in split networks, liveness after the faults %+v",
 		mode, rep.Seeds, rep.MembershipSeeds, rep.ConfigChanges, rep.Steps, float64(rep.VirtualMs)/3.6e6, rep.Elections, rep.SplitBrains, rep.Liveness)
+	if mode == core.ModeQuorum {
+		// A hand-off on a healed network to a member that stays up makes
+		// that member leader: a lost one costs an election timeout.
+		t.Logf("hand-offs on a healed network: %d, lost %d", rep.HandoffsNamed, rep.HandoffsLost)
+		if rep.HandoffsLost > 0 || rep.HandoffsNamed == 0 {
+			t.Errorf("%d of %d hand-offs on a healed network did not make their successor leader (seeds %v)", rep.HandoffsLost, rep.HandoffsNamed, rep.HandoffLostSeeds)
+		}
+	}
 	if mode == core.ModeQuorum && (rep.MembershipSeeds < rep.Seeds/2 || rep.ConfigChanges < int64(rep.MembershipSeeds)/2) {
 		t.Errorf("%d of %d seeds change membership, %d changes committed: the membership mix is too tame", rep.MembershipSeeds, rep.Seeds, rep.ConfigChanges)
 	}

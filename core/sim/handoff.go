@@ -1,0 +1,100 @@
+package sim
+
+// Hand-off success (quorum): a leader that resigns naming a successor
+// (CmdResign, CmdTransfer, a transfer to a better member) pushes its vote
+// and its followers' to that member for the next term, so that member
+// should lead that term. Counted only for resigns sent on a healed
+// network (no fault phase, no partition or outage, after the fault mix's
+// last late message arrived) by the leader of the latest term, naming a
+// member that is up: there, a hand-off that does not make its successor
+// leader costs the group an election timeout for nothing.
+
+// handoff is a resign in flight: its successor and when it left.
+type handoff struct {
+	to int
+	at int64
+}
+
+// healed reports whether the network is whole now: out of the fault
+// phase, every message of it delivered, nothing cut off.
+func (w *world) healed() bool {
+	if f, ok := w.sc.(*faults); ok && (f.heal < 0 || w.now < f.heal) {
+		return false
+	}
+	if w.outage > 0 || w.inFaultPhase() {
+		return false
+	}
+	for _, row := range w.blocked {
+		for _, b := range row {
+			if b > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// resigned notes a resign of term naming successor to, sent by n.
+func (w *world) resigned(n *node, term uint64, to string) {
+	k, ok := w.byID[to]
+	if !ok || !w.nodes[k].up || !w.healed() {
+		return
+	}
+	for t := range w.terms {
+		if t > term {
+			return // a deposed leader's resign (say, a backlog after a pause): the group moved on
+		}
+	}
+	if w.handoffs == nil {
+		w.handoffs = map[uint64]handoff{}
+	}
+	w.handoffs[term+1] = handoff{to: k, at: w.now}
+	w.res.HandoffsNamed++
+}
+
+// handoffElected settles the hand-offs a new leader of term answers: its
+// own term's (made good if it is the successor) and every earlier one
+// still open (lost: a later term began without its successor leading).
+func (w *world) handoffElected(n *node, term uint64) {
+	for t, h := range w.handoffs {
+		switch {
+		case t == term && h.to == n.idx:
+			delete(w.handoffs, t)
+		case t <= term:
+			w.handoffLost(t, h)
+		}
+	}
+}
+
+func (w *world) handoffLost(t uint64, h handoff) {
+	delete(w.handoffs, t)
+	w.res.HandoffsLost++
+	if w.res.HandoffLostAtMs == 0 || h.at < w.res.HandoffLostAtMs {
+		w.res.HandoffLostAtMs = h.at
+	}
+}
+
+// successorCrashed forgets the hand-offs to n, which crashed: a successor
+// that is down is not the core's to make leader.
+func (w *world) successorCrashed(n *node) {
+	for t, h := range w.handoffs {
+		if h.to == n.idx {
+			delete(w.handoffs, t)
+			w.res.HandoffsNamed--
+		}
+	}
+}
+
+// finishHandoffs counts the hand-offs still open at the end of the run as
+// lost if an election timeout has passed since their resign, else not at
+// all (the run ended before they could finish).
+func (w *world) finishHandoffs() {
+	for t, h := range w.handoffs {
+		if w.now-h.at >= w.cfg.ElectionTimeoutMs {
+			w.handoffLost(t, h)
+		} else {
+			delete(w.handoffs, t)
+			w.res.HandoffsNamed--
+		}
+	}
+}
