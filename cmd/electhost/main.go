@@ -36,6 +36,12 @@ const (
 	// exitTimeout: electhost members add/remove did not see the change
 	// committed in time; it may still commit.
 	exitTimeout = 6
+	// exitOnceTimeout: run --once --timeout D: this agent did not lead
+	// within D, so the command never ran.
+	exitOnceTimeout = 7
+	// exitOnceNotRun: run --once stopped (SIGINT/SIGTERM) before this agent
+	// led: the command never ran.
+	exitOnceNotRun = 8
 )
 
 // exitError carries an exit code with the error that caused it.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,12 +51,14 @@ type runOptions struct {
 	logLevel        string
 	cmdArgs         []string
 	once            bool
+	onceTimeout     time.Duration
 	containment     string
 	join            bool      // wait to be added (core.Config.AwaitConfig)
 	auth            authFlags // keygen.go
 
 	// derived
-	cfg core.Config
+	cfg    core.Config
+	joined bool // run got past joining: its result is decided there
 }
 
 func newRunCmd() *cobra.Command {
@@ -111,7 +114,10 @@ Every flag, default and exit code: cmd/electhost/README.md.`,
 				return err
 			}
 			err := o.run(cmd.Context(), cmd)
-			if err != nil && cmd.Context().Err() != nil {
+			if err != nil && cmd.Context().Err() != nil && !o.joined {
+				if o.once {
+					return o.notRun()
+				}
 				return nil // interrupted while starting: nothing to resign, a clean stop
 			}
 			return err
@@ -135,6 +141,7 @@ Every flag, default and exit code: cmd/electhost/README.md.`,
 	f.BoolVar(&o.join, "join", false, "quorum mode: start outside the configuration and wait to be added (electhost members add ID at any member); --members are the members to learn it from")
 	f.StringVar(&o.containment, "containment", "auto", "how the leader-only command's processes are contained and stopped: auto (the best available), cgroup (a cgroup v2 of its own), subreaper (every orphan below its supervisor), process-group")
 	f.BoolVar(&o.once, "once", false, "run CMD once when leading, then resign and exit with its exit code (like consul lock)")
+	f.DurationVar(&o.onceTimeout, "timeout", 0, "--once: give up (exit 7) if this agent does not lead within this time (0: wait for ever)")
 	f.BoolVar(&o.jsonLogs, "json", false, "log JSON lines (slog JSONHandler) on stderr")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	o.auth.register(f)
@@ -264,6 +271,12 @@ func (o *runOptions) complete(cmd *cobra.Command) error {
 	if mode != core.ModeQuorum && mode != core.ModeBully {
 		return usageErrorf("--mode %q: want quorum or bully", o.mode)
 	}
+	if o.onceTimeout < 0 {
+		return usageErrorf("--timeout must not be negative")
+	}
+	if cmd.Flags().Changed("timeout") && !o.once {
+		return usageErrorf("--timeout is how long --once waits to lead: give --once too")
+	}
 	if len(o.cmdArgs) == 0 {
 		if o.once {
 			return usageErrorf("--once needs the command to run: electhost run --once ... -- CMD ARGS")
@@ -337,7 +350,13 @@ type agentState struct {
 	stats      func() host.Stats // the agent's counters (nil in tests)
 }
 
+// notRun is run --once's error when it stops before this agent led.
+func (o *runOptions) notRun() error {
+	return &exitError{code: exitOnceNotRun, err: fmt.Errorf("--once: stopped by a signal before this agent led group %s: the command never ran", o.group)}
+}
+
 func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
+	started := time.Now()
 	level, _ := parseLevel(o.logLevel)
 	baseLogger := newLogger(cmd.ErrOrStderr(), o.jsonLogs, level)
 	logger := baseLogger.With("group", o.group, "id", o.id)
@@ -599,22 +618,61 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		logger.Info("http listening", "addr", ln.Addr().String())
 	}
 
+	var onceTimeout <-chan time.Time
+	if o.once {
+		if o.onceTimeout > 0 {
+			t := time.NewTimer(time.Until(started.Add(o.onceTimeout)))
+			defer t.Stop()
+			onceTimeout = t.C
+		}
+		wctx, wcancel := context.WithCancel(ctx)
+		defer wcancel()
+		go lead.logWaiting(wctx, func() (core.Status, bool) { return el.Status(), true }, started)
+	}
+
+	o.joined = true
 	var result error
-	select {
-	case <-ctx.Done():
-		logger.Info("signal received; stopping")
-	case reason := <-selfDup:
-		result = &exitError{code: exitDuplicateID, err: fmt.Errorf("another process runs with --id %s in group %s (%s); this agent, just started, did not go on: give every agent its own --id",
-			o.id, o.group, reason)}
-		logger.Error("duplicate id: another process with this id was heard for an election timeout while this agent started; stopping", "reason", reason)
-	case r := <-lead.onceDone:
-		if r.exited {
-			logger.Info("command exited; resigning", "code", r.code)
-			if r.code != 0 {
-				result = quietError{code: r.code}
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			logger.Info("signal received; stopping")
+			if o.once {
+				// What the command did, or that it never ran, once it is stopped.
+				lead.shutdown()
+				if r, ran := lead.onceOutcome(); !ran {
+					logger.Warn("stopped before this agent led: the command never ran")
+					result = o.notRun()
+				} else if r.code != 0 {
+					logger.Info("command stopped by the signal", "code", r.code)
+					result = quietError{code: r.code}
+				}
 			}
-		} else {
-			result = fmt.Errorf("lost the leadership of %s (term %d) while the command ran: it was stopped before it finished", o.group, r.term)
+			break wait
+		case <-onceTimeout:
+			if !lead.giveUp() {
+				onceTimeout = nil // it leads, the command runs: wait for it
+				continue
+			}
+			why := lead.waitReason(el.Status())
+			logger.Warn("--timeout: this agent did not lead in time; the command never ran", "timeout", o.onceTimeout, "why", why)
+			result = &exitError{code: exitOnceTimeout, err: fmt.Errorf("--once: this agent did not lead group %s within --timeout %v (%s): the command never ran", o.group, o.onceTimeout, why)}
+			break wait
+		case reason := <-selfDup:
+			result = &exitError{code: exitDuplicateID, err: fmt.Errorf("another process runs with --id %s in group %s (%s); this agent, just started, did not go on: give every agent its own --id",
+				o.id, o.group, reason)}
+			logger.Error("duplicate id: another process with this id was heard for an election timeout while this agent started; stopping", "reason", reason)
+			break wait
+		case r := <-lead.onceDone:
+			if r.exited {
+				logger.Info("command exited; resigning", "code", r.code)
+				if r.code != 0 {
+					result = quietError{code: r.code}
+				}
+			} else {
+				result = fmt.Errorf("lost the leadership of %s (term %d) while the command ran: it was stopped before it finished", o.group, r.term)
+			}
+			break wait
 		}
 	}
 	// 1. Stop the leader-only command (SIGTERM, SIGKILL after --grace) while
@@ -671,9 +729,10 @@ type leadership struct {
 	logger *slog.Logger
 
 	// once (--once): the command runs for the first term led only, and its
-	// end is reported on onceDone.
+	// end is reported on onceDone (and kept in outcome, stopped or not).
 	once     bool
 	onceDone chan onceResult
+	outcome  onceResult
 
 	// leaseEnd is when the lease of term ends (zero: no lease, bully
 	// mode); its supervising process stops the command then by itself.
@@ -740,11 +799,13 @@ func (l *leadership) start(lctx context.Context, term uint64) {
 				l.logger.Error("leader-only command", "err", err)
 				code, exited = 127, true // as a shell reports a command it cannot run
 			}
+			r := onceResult{term: term, code: code, exited: exited}
 			l.mu.Lock()
 			stopping := l.stopping
+			l.outcome = r
 			l.mu.Unlock()
 			if !stopping {
-				l.onceDone <- onceResult{term: term, code: code, exited: exited}
+				l.onceDone <- r
 			}
 			return
 		}
@@ -754,11 +815,12 @@ func (l *leadership) start(lctx context.Context, term uint64) {
 	}()
 }
 
-// followLease passes every renewal of term's lease to the supervisor, twice
-// per heartbeat (a lease is renewed once per heartbeat and has at least
-// one more heartbeat to run when it is), until ctx ends.
+// followLease passes every renewal of term's lease to the supervisor, four
+// times per heartbeat (a lease is renewed once per heartbeat and has at
+// least one more heartbeat to run when it is: a renewal passed late stops
+// the command early, never late), until ctx ends.
 func (l *leadership) followLease(ctx context.Context, term uint64) {
-	t := time.NewTicker(max(l.heartbeat/2, 10*time.Millisecond))
+	t := time.NewTicker(max(l.heartbeat/4, 10*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
@@ -771,6 +833,91 @@ func (l *leadership) followLease(ctx context.Context, term uint64) {
 		}
 	}
 }
+
+// onceOutcome reports whether the --once command ran (started) and, once
+// it ended, how (after shutdown it has).
+func (l *leadership) onceOutcome() (onceResult, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.outcome, l.ran
+}
+
+// giveUp stops a --once agent that has not led yet from ever running its
+// command, and reports whether it did (false: the command runs already).
+func (l *leadership) giveUp() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ran {
+		return false
+	}
+	l.stopping = true
+	return true
+}
+
+// waitReason says, for a --once agent that waits, who leads and why it is
+// not this agent.
+func (l *leadership) waitReason(cs core.Status) string {
+	if cs.Mode == core.ModeQuorum && !cs.Voter {
+		return "this agent is not in the configuration: a non-voter never leads (electhost members add " + l.id + " at any member)"
+	}
+	if cs.Leader == "" || cs.Leader == l.id {
+		switch cs.Role {
+		case core.RoleLeader:
+			return "leading term " + strconv.FormatUint(cs.Term, 10) + ", waiting for a lease (a majority's acknowledgements)"
+		case core.RolePreCandidate, core.RoleCandidate:
+			return "no leader known; campaigning (a leader needs a majority of the members running)"
+		}
+		return "no leader known yet (a leader needs a majority of the members running)"
+	}
+	var lp uint32
+	for _, m := range cs.Members {
+		if m.ID == cs.Leader {
+			lp = m.Priority
+		}
+	}
+	who := fmt.Sprintf("%s leads term %d (priority %d, this agent %d)", cs.Leader, cs.Term, lp, cs.Priority)
+	switch {
+	case lp >= cs.Priority:
+		return who + ": it keeps the leadership while it runs; this agent leads only when " + cs.Leader + " stops, fails or hands over (electhost resign), or with a higher --priority"
+	default:
+		return who + ": a lower priority; it hands over to this agent once it hears it"
+	}
+}
+
+// logWaiting logs, while a --once agent waits to lead, who leads and why
+// it is not this agent: at once, whenever that changes, and every 10 s.
+func (l *leadership) logWaiting(ctx context.Context, status func() (core.Status, bool), since time.Time) {
+	t := time.NewTicker(max(l.heartbeat, 100*time.Millisecond))
+	defer t.Stop()
+	last, lastAt := "", time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		done := l.ran || l.stopping
+		l.mu.Unlock()
+		if done {
+			return
+		}
+		cs, ok := status()
+		if !ok {
+			continue
+		}
+		why := l.waitReason(cs)
+		// The reason without its figures decides whether it changed.
+		key := cs.Leader + "/" + strconv.FormatUint(cs.Term, 10) + "/" + cs.Role.String()
+		if key != last || time.Since(lastAt) >= onceLogEvery {
+			l.logger.Info("--once: waiting to lead", "why", why, "waited", time.Since(since).Round(time.Second))
+			last, lastAt = key, time.Now()
+		}
+	}
+}
+
+// onceLogEvery: a --once agent that waits says so at least this often.
+const onceLogEvery = 10 * time.Second
 
 // running reports the term whose command runs (0 if none).
 func (l *leadership) running() (uint64, bool) {

@@ -7,11 +7,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -256,5 +258,62 @@ func TestContainDeadlineWithoutSupervisor(t *testing.T) {
 			}
 			waitFor(t, "the frozen supervisor's command to be stopped at its deadline", 20*time.Second, func() bool { return len(marked(mark)) == 0 })
 		})
+	}
+}
+
+// reasonHandler keeps the reasons of the supervisor's stop records.
+type reasonHandler struct {
+	mu      sync.Mutex
+	reasons []string
+}
+
+func (h *reasonHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *reasonHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *reasonHandler) WithGroup(string) slog.Handler            { return h }
+func (h *reasonHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "by" || a.Key == "reason" {
+			h.reasons = append(h.reasons, a.Value.String())
+		}
+		return true
+	})
+	return nil
+}
+
+// TestContainDeadlineRenewedWhileStarting: a lease renewed while the shim
+// is being started (it was given a deadline already past) reaches it, and
+// it keeps the command running: the first stop is the one asked for.
+func TestContainDeadlineRenewedWhileStarting(t *testing.T) {
+	mark := newMark(t)
+	h := &reasonHandler{}
+	// The shim starts once the test opens a gate: the renewal is made
+	// while it is being started, whatever the machine's speed.
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "gate")
+	wrapper := filepath.Join(dir, "shim")
+	script := "#!/bin/sh\nwhile [ ! -e " + gate + " ]; do sleep 0.01; done\nexec " + os.Args[0] + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Path: "sh", Args: []string{"-c", "sleep 1000"}, Env: []string{markVar + "=" + mark},
+		Grace: time.Second, Shim: wrapper, Logger: slog.New(h), BackoffMin: time.Hour, BackoffMax: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetDeadline(time.Now()) // over by the time the shim runs
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runAsync(t, s, ctx)
+	waitFor(t, "the shim to be starting", 20*time.Second, func() bool { return len(marked(mark)) > 0 })
+	s.SetDeadline(time.Now().Add(time.Hour))
+	os.WriteFile(gate, nil, 0o644)
+	waitMarked(t, mark, 2) // the command and its sleep
+	cancel()
+	<-done
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.reasons) == 0 || h.reasons[0] != "requested" {
+		t.Fatalf("stop reasons %v: want the first stop to be the one requested, not the deadline given before the renewal", h.reasons)
 	}
 }

@@ -240,6 +240,29 @@ func (s *shim) loop(deadline int64, ctl <-chan string, sigs <-chan os.Signal) in
 				}
 			}
 		case <-lease.c():
+			// A renewal may wait in the control channel (sent while this
+			// shim started, or as the deadline passed): read what is there
+			// before deciding that the lease is over.
+			for drained := false; !drained; {
+				select {
+				case line := <-ctl:
+					switch d, ok := strings.CutPrefix(line, "d "); {
+					case ok:
+						at, _ := strconv.ParseInt(d, 10, 64)
+						lease.reset(at)
+					case line == "s":
+						stop("requested", monoNow())
+					case line == "eof":
+						stop("agent-gone", monoNow())
+						ctl = nil
+					}
+				default:
+					drained = true
+				}
+			}
+			if s.stopReason == "" && (lease.at == 0 || lease.at > monoNow()) {
+				continue // renewed
+			}
 			stop("lease-deadline", lease.at)
 		case sig := <-sigs:
 			if sig != syscall.SIGCHLD {

@@ -275,7 +275,9 @@ func (s *Supervisor) Run(ctx context.Context, env ...string) error {
 // RunOnce starts the command once with env appended to Options.Env and
 // waits for it to exit (exited true, with its exit code: 128+N when killed by
 // signal N, as a shell reports it) or for ctx to end, which stops it as Run
-// does (exited false). Leftovers of its process group are killed either way.
+// does (exited false, with the code it ended with once stopped; likewise
+// when the shim stopped it at the deadline). Leftovers of its process group
+// are killed either way.
 func (s *Supervisor) RunOnce(ctx context.Context, env ...string) (code int, exited bool, err error) {
 	if !s.running.CompareAndSwap(0, 1) {
 		return 0, false, ErrBusy
@@ -288,15 +290,14 @@ func (s *Supervisor) RunOnce(ctx context.Context, env ...string) (code int, exit
 	}
 	select {
 	case <-ctx.Done():
-		s.stop(p)
-		return 0, false, nil
+		return exitCode(s.stop(p)), false, nil
 	case werr := <-p.done:
 		pid := s.exited(p, werr)
 		if by := p.stoppedBy(); by != "" {
 			// Stopped, at the lease deadline for instance: not a run to
 			// completion.
 			s.logger.Warn("leader-only command stopped by its supervising process", append(p.stopAttrs(), "pid", pid, "reason", by, "status", exitStatus(werr))...)
-			return 0, false, nil
+			return exitCode(werr), false, nil
 		}
 		s.logger.Info("leader-only command exited", "pid", pid, "status", exitStatus(werr))
 		return exitCode(werr), true, nil
@@ -490,6 +491,14 @@ func (s *Supervisor) startShim(env []string) (*proc, error) {
 	}
 	p := &proc{pid: cmd.Process.Pid, cmd: cmd, done: make(chan error, 1), ctl: ctlW}
 	p.report.ready = make(chan struct{})
+	// From now on SetDeadline reaches this shim; a renewal made while it
+	// was being started goes now (the shim reads it once it runs).
+	s.mu.Lock()
+	s.cur = p
+	if d := monoAt(s.deadline); d != deadline {
+		fmt.Fprintf(ctlW, "d %d\n", d)
+	}
+	s.mu.Unlock()
 	reported := make(chan struct{})
 	go func() {
 		p.report.read(repR)
@@ -525,11 +534,11 @@ func (s *Supervisor) startShim(env []string) (*proc, error) {
 	}
 	if startErr != "" {
 		<-p.done
+		s.finished(p)
 		return nil, errors.New(startErr)
 	}
 	kind, detail, _ := strings.Cut(contain, " ")
 	s.mu.Lock()
-	s.cur = p
 	s.contain, s.containNote = Containment(kind), detail
 	s.mu.Unlock()
 	s.starts.Add(1)
@@ -561,13 +570,13 @@ func (p *proc) stoppedBy() string {
 }
 
 // stop sends SIGTERM to every process of the command, SIGKILL after the
-// grace period, and returns once they are gone (or have been sent SIGKILL).
-func (s *Supervisor) stop(p *proc) {
+// grace period, and returns once they are gone (or have been sent SIGKILL),
+// with the command's exit.
+func (s *Supervisor) stop(p *proc) error {
 	s.stops.Add(1)
 	t0 := time.Now()
 	if p.ctl != nil {
-		s.stopShim(p, t0)
-		return
+		return s.stopShim(p, t0)
 	}
 	signalGroup(p.pid, p.cmd.Process, false)
 	deadline := time.NewTimer(s.opts.Grace)
@@ -601,12 +610,13 @@ func (s *Supervisor) stop(p *proc) {
 		s.opts.OnExit(p.pid, werr)
 	}
 	s.logger.Info("leader-only command stopped", "pid", p.pid, "status", exitStatus(werr), "took", time.Since(t0).Round(time.Millisecond), "sigkill", killed)
+	return werr
 }
 
 // stopShim asks the shim to stop the command; the shim holds the grace
 // period. If the shim itself does not end well after it, it is killed and
 // the command's cgroup or group with it.
-func (s *Supervisor) stopShim(p *proc, t0 time.Time) {
+func (s *Supervisor) stopShim(p *proc, t0 time.Time) error {
 	fmt.Fprintln(p.ctl, "s")
 	backstop := time.NewTimer(s.opts.Grace + shimBackstop)
 	defer backstop.Stop()
@@ -631,6 +641,7 @@ func (s *Supervisor) stopShim(p *proc, t0 time.Time) {
 		s.opts.OnExit(cmdPid, werr)
 	}
 	s.logger.Info("leader-only command stopped", append(p.stopAttrs(), "pid", cmdPid, "status", exitStatus(werr), "took", time.Since(t0).Round(time.Millisecond), "by", reason)...)
+	return werr
 }
 
 // stopAttrs are the shim's figures of its stop: whether SIGKILL was
