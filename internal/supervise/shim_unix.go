@@ -3,7 +3,7 @@
 package supervise
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -107,8 +107,14 @@ func shimMain(args []string) int {
 	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGCHLD)
-	ctl := make(chan string, 8)
-	go readControl(os.NewFile(shimCtlFD, "control"), ctl)
+	// The control pipe is read without blocking, by the loop itself: when
+	// it decides that the lease is over it has read every renewal written
+	// so far (a reading goroutine could hold one back, unscheduled).
+	if err := syscall.SetNonblock(shimCtlFD, true); err != nil {
+		fmt.Fprintf(os.Stderr, "electcore supervisor: %v\n", err)
+		return 125
+	}
+	ctl := &control{fd: shimCtlFD}
 
 	c, note := newContainer(Containment(f.contain))
 	if c == nil {
@@ -160,14 +166,54 @@ type container interface {
 	close()
 }
 
-// readControl forwards the control pipe's lines; "eof" when the agent is gone.
-func readControl(r *os.File, out chan<- string) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		out <- sc.Text()
-	}
-	out <- "eof"
+// control reads the agent's lines from the control pipe without blocking.
+type control struct {
+	fd      int
+	partial []byte
+	eof     bool
 }
+
+// lines returns the complete lines written since the last call, and "eof"
+// once the agent is gone (every write end closed).
+func (c *control) lines() []string {
+	if c.eof {
+		return nil
+	}
+	var out []string
+	buf := make([]byte, 512)
+	for {
+		n, err := syscall.Read(c.fd, buf)
+		if n > 0 {
+			c.partial = append(c.partial, buf[:n]...)
+			continue
+		}
+		if err == syscall.EINTR {
+			continue
+		}
+		if n == 0 && err == nil {
+			c.eof = true
+		}
+		break // EAGAIN: nothing more for now
+	}
+	for {
+		i := bytes.IndexByte(c.partial, '\n')
+		if i < 0 {
+			break
+		}
+		out = append(out, string(c.partial[:i]))
+		c.partial = c.partial[i+1:]
+	}
+	if c.eof {
+		out = append(out, "eof")
+	}
+	return out
+}
+
+// ctlPoll is how often the shim reads its control pipe (a few microseconds
+// of work each time). The lease deadline has its own timer; this bounds
+// only how soon a stop asked by the agent, or its death on a system
+// without PR_SET_PDEATHSIG, is seen.
+const ctlPoll = 10 * time.Millisecond
 
 type shim struct {
 	c     container
@@ -185,15 +231,12 @@ type shim struct {
 	termLate, killLate int64
 }
 
-func (s *shim) loop(deadline int64, ctl <-chan string, sigs <-chan os.Signal) int {
+func (s *shim) loop(deadline int64, ctl *control, sigs <-chan os.Signal) int {
 	lease := newMonoTimer(deadline)
-	var killC, poll <-chan time.Time
+	var killC <-chan time.Time
 	var killDue int64
-	startPoll := func() {
-		if poll == nil {
-			poll = time.NewTicker(10 * time.Millisecond).C
-		}
-	}
+	poll := time.NewTicker(ctlPoll)
+	defer poll.Stop()
 	// stop begins the stop: SIGTERM to every process now, SIGKILL at
 	// anchor+grace. The anchor is the lease deadline when that is what
 	// ended it, so a late wake-up eats into the grace, not past the lease.
@@ -209,14 +252,29 @@ func (s *shim) loop(deadline int64, ctl <-chan string, sigs <-chan os.Signal) in
 		}
 		killDue = anchor + int64(s.grace)
 		killC = time.NewTimer(max(time.Duration(killDue-now), 0)).C
-		startPoll()
 	}
 	for {
+		// Everything the agent wrote so far, before any decision.
+		for _, line := range ctl.lines() {
+			switch d, ok := strings.CutPrefix(line, "d "); {
+			case ok:
+				if s.stopReason == "" {
+					at, _ := strconv.ParseInt(d, 10, 64)
+					lease.reset(at)
+				}
+			case line == "s":
+				stop("requested", monoNow())
+			case line == "eof":
+				stop("agent-gone", monoNow())
+			}
+		}
+		if lease.at != 0 && monoNow() >= lease.at {
+			stop("lease-deadline", lease.at)
+		}
 		exited, none := s.reap()
 		if exited && s.stopReason == "" && !s.killing {
 			// The command ended by itself: its leftovers must not outlive it.
 			s.killing = true
-			startPoll()
 		}
 		if s.killing {
 			s.c.kill()
@@ -226,44 +284,7 @@ func (s *shim) loop(deadline int64, ctl <-chan string, sigs <-chan os.Signal) in
 			return s.code
 		}
 		select {
-		case line := <-ctl:
-			switch {
-			case line == "s":
-				stop("requested", monoNow())
-			case line == "eof":
-				stop("agent-gone", monoNow())
-				ctl = nil
-			case strings.HasPrefix(line, "d "):
-				if s.stopReason == "" {
-					d, _ := strconv.ParseInt(line[2:], 10, 64)
-					lease.reset(d)
-				}
-			}
 		case <-lease.c():
-			// A renewal may wait in the control channel (sent while this
-			// shim started, or as the deadline passed): read what is there
-			// before deciding that the lease is over.
-			for drained := false; !drained; {
-				select {
-				case line := <-ctl:
-					switch d, ok := strings.CutPrefix(line, "d "); {
-					case ok:
-						at, _ := strconv.ParseInt(d, 10, 64)
-						lease.reset(at)
-					case line == "s":
-						stop("requested", monoNow())
-					case line == "eof":
-						stop("agent-gone", monoNow())
-						ctl = nil
-					}
-				default:
-					drained = true
-				}
-			}
-			if s.stopReason == "" && (lease.at == 0 || lease.at > monoNow()) {
-				continue // renewed
-			}
-			stop("lease-deadline", lease.at)
 		case sig := <-sigs:
 			if sig != syscall.SIGCHLD {
 				stop("signal-"+unix.SignalName(sig.(syscall.Signal)), monoNow())
@@ -275,7 +296,7 @@ func (s *shim) loop(deadline int64, ctl <-chan string, sigs <-chan os.Signal) in
 				s.c.kill()
 				s.killLate = (monoNow() - killDue) / 1e3
 			}
-		case <-poll:
+		case <-poll.C:
 		}
 	}
 }
