@@ -76,12 +76,16 @@ ELECT_LEADER and ELECT_ID in its environment; it gets SIGTERM as soon as the
 leadership or its lease is lost, SIGKILL --grace later; if it exits while
 the agent still leads it is restarted with back-off. In quorum mode the lease
 is shortened by --grace + 50ms so that CMD is dead before anyone else can be
-elected.
+elected. CMD runs under a supervising process that finds every process it
+starts (--containment: a cgroup of its own, or as their reaper) and stops
+them all at the lease's end on its own, and when electhost dies.
 
 With --once, CMD runs once when this agent leads: when it exits, the agent
 resigns and electhost exits with CMD's exit code (128+N if a signal N
 killed it), like consul lock. Losing the leadership first stops CMD
-(SIGTERM) and exits 1.
+(SIGTERM) and exits 1. While it waits it logs who leads and why it is not
+this agent; --timeout D gives up (exit 7); SIGINT/SIGTERM before CMD ran
+exits 8, while it runs with CMD's status.
 
 While it runs, "electhost resign --group G [--to ID]" hands its leadership
 over (see electhost resign --help), and in quorum mode "electhost members
@@ -96,6 +100,8 @@ Exit status:
   3  state directory, module, --http address or saved state unusable
   4  the transport (NATS, pilotctl, the pilot daemon) unreachable
   5  another process was heard with this --id while this agent started
+  7  --once --timeout: this agent did not lead in time; CMD never ran
+  8  --once: stopped by a signal before this agent led; CMD never ran
   N  --once: CMD's own exit code
 Every flag, default and exit code: cmd/electhost/README.md.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
