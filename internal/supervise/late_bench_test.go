@@ -7,34 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 )
-
-// lateHandler keeps the shim's lateness figures from the supervisor's log.
-type lateHandler struct {
-	mu         sync.Mutex
-	term, kill []time.Duration
-}
-
-func (h *lateHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *lateHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *lateHandler) WithGroup(string) slog.Handler            { return h }
-func (h *lateHandler) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	r.Attrs(func(a slog.Attr) bool {
-		switch a.Key {
-		case "sigterm_late":
-			h.term = append(h.term, a.Value.Duration())
-		case "sigkill_late":
-			h.kill = append(h.kill, a.Value.Duration())
-		}
-		return true
-	})
-	return nil
-}
 
 // BenchmarkShimStopLateness measures how late the shim sends SIGTERM after
 // the lease deadline it holds, and SIGKILL after deadline+grace, with its
@@ -44,7 +19,7 @@ func (h *lateHandler) Handle(_ context.Context, r slog.Record) error {
 //	for i in $(seq 8); do (while :; do :; done) & done
 //	go test ./internal/supervise -run '^$' -bench ShimStopLateness -benchtime 20x
 func BenchmarkShimStopLateness(b *testing.B) {
-	h := &lateHandler{}
+	h := &attrHandler{}
 	var s *Supervisor
 	s, err := New(Options{Path: "sh", Args: []string{"-c", `trap "" TERM; sleep 1000`}, Grace: 100 * time.Millisecond,
 		Shim: os.Args[0], Logger: slog.New(h), BackoffMin: time.Hour, BackoffMax: time.Hour,
@@ -60,16 +35,20 @@ func BenchmarkShimStopLateness(b *testing.B) {
 		}
 		s.SetDeadline(time.Time{}) // the next start gets its own
 	}
-	report := func(name string, d []time.Duration) {
-		if len(d) == 0 {
+	report := func(name string, vs []slog.Value) {
+		if len(vs) == 0 {
 			return
+		}
+		var d []time.Duration
+		for _, v := range vs {
+			d = append(d, v.Duration())
 		}
 		slices.Sort(d)
 		b.ReportMetric(float64(d[len(d)/2].Microseconds())/1e3, name+"-p50-ms")
 		b.ReportMetric(float64(d[len(d)-1].Microseconds())/1e3, name+"-max-ms")
 	}
-	report("sigterm-late", h.term)
-	report("sigkill-late", h.kill)
+	report("sigterm-late", h.values("sigterm_late"))
+	report("sigkill-late", h.values("sigkill_late"))
 	c, _ := s.Containment()
-	b.Logf("containment %s, %d stops", c, len(h.kill))
+	b.Logf("containment %s, %d stops", c, len(h.values("sigkill_late")))
 }
