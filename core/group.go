@@ -259,8 +259,9 @@ func (g *group) trackIncarnation(e *Engine, m *wireMsg) {
 // decoder refuses any above MaxTerm), and one forged message can no longer
 // spend the term space and stop every election for good (issue 9, defect 4).
 func (g *group) implausibleTerm(m *wireMsg) string {
-	if m.Term > g.term && m.Term-g.term > MaxTermJump {
-		return "term " + uitoa(m.Term) + " of " + m.From + " is implausibly far ahead of ours (" + uitoa(g.term) + ")"
+	t := max(m.Term, m.ConfTerm) // a configuration's term has begun too
+	if t > g.term && t-g.term > MaxTermJump {
+		return "term " + uitoa(t) + " of " + m.From + " is implausibly far ahead of ours (" + uitoa(g.term) + ")"
 	}
 	return ""
 }

@@ -48,15 +48,16 @@ import (
 // own configuration may not list the leader that added it back): every
 // version was written by the leader of its term, so a late copy is Raft's
 // delayed AppendEntries, and taking only newer versions never undoes a
-// committed one. Leaders send their configuration with every heartbeat until
-// it commits and whenever an ack shows a member behind; a member refusing an
-// out-of-date candidate's vote sends it its configuration (at most once per
-// heartbeat interval). So that the ack comes, a node follows and acks a
-// leader its configuration does not list when that leader's heartbeat
-// announces a newer version (stepQuorum): a spare whose configuration lists
-// neither itself nor the leader otherwise never hears of its addition. With
-// ed25519 it cannot verify such a leader, so it asks a member it lists that
-// acks one (askConf).
+// committed one; a version of a later term than the member's own moves it
+// to that term, which has begun. Leaders send their configuration with
+// every heartbeat until it commits and whenever an ack shows a member
+// behind; a member refusing an out-of-date candidate's vote sends it its
+// configuration (at most once per heartbeat interval). So that the ack
+// comes, a node follows and acks a leader its configuration does not list
+// when that leader's heartbeat announces a newer version (stepQuorum): a
+// spare whose configuration lists neither itself nor the leader otherwise
+// never hears of its addition. With ed25519 it cannot verify such a
+// leader, so it asks a member it lists that acks one (askConf).
 
 const (
 	opAdd    = "add"
@@ -277,6 +278,17 @@ func (g *group) onConfig(e *Engine, m *wireMsg) string {
 		}
 	case len(m.Keys) != 0:
 		return "configuration with keys (this group does not use ed25519)"
+	}
+	if v.term > g.term {
+		// Its term's leader wrote it, so that term has begun: enter it, as
+		// Raft's AppendEntries moves a follower to its leader's term. A
+		// member holding a version of a later term than its own could
+		// otherwise still lead an earlier term (a late pushed vote) and
+		// re-stamp its configuration older than the one it persisted.
+		if reason := g.implausibleTerm(m); reason != "" {
+			return reason
+		}
+		g.enterTerm(e, v.term)
 	}
 	g.adopt(e, c, "adopted from "+m.From)
 	if a := g.lastAcked; a.announced == v && a.leader == m.From && a.term == g.term && g.leader == m.From {

@@ -150,7 +150,16 @@ func (w *world) persistConf(n *node, p core.GroupState) {
 		w.changed = true // the members liveness asks about may change
 	}
 	r := w.record(n, v, p.Members, "persisted")
-	if p.Term != v.term || r.committed || slices.Contains(r.holders, n.idx) {
+	if p.Term == v.term {
+		w.holds(n, v, r)
+	}
+}
+
+// holds counts n, a member of v, as holding v in its term; a majority of v
+// holding it there commits it (Raft's rule: a leader commits only what
+// its own term's followers acknowledged).
+func (w *world) holds(n *node, v version, r *confRecord) {
+	if r.committed || slices.Contains(r.holders, n.idx) {
 		return
 	}
 	if _, in := slices.BinarySearch(r.members, n.id); !in {
@@ -292,6 +301,15 @@ func (w *world) publishedConf(n *node, m *pubMsg) {
 		if _, in := slices.BinarySearch(members, n.id); !in {
 			w.violation(InvConfig, fmt.Sprintf("%s campaigns (pre %v, term %d) outside its configuration %s [%s]",
 				n.id, m.Pre, m.Term, v, strings.Join(members, " ")), n.idx)
+		}
+	case "ack":
+		// An ack of v's own term, sent holding v: what the leader counts.
+		// (A follower that moved to a later term in the same step, by a
+		// vote request that came with the heartbeat it acks, persisted v
+		// with that later term only.)
+		if r := w.conf.recs[v]; r != nil && v.index > 0 && m.Term == v.term &&
+			v == (version{n.persisted.ConfTerm, n.persisted.ConfIndex}) {
+			w.holds(n, v, r)
 		}
 	case "config":
 		w.record(n, v, m.Members, "published")

@@ -28,7 +28,15 @@ import (
 //   - make the leader resign or transfer, its resign reaching only some
 //     members;
 //   - pause the leader's process for half to two election timeouts;
-//   - tell a random member to campaign.
+//   - tell a random member to campaign;
+//   - two candidacies a term apart: right after one of its heartbeats the
+//     leader resigns and nobody hears it, so it alone is a term ahead; once
+//     every lease that heartbeat renewed has run out, a member and then,
+//     up to two delays later, the old leader are told to campaign (the old
+//     leader's vote request reaches the member late). A voter that granted
+//     both pre-votes and then the member's vote must ignore the old
+//     leader's request for an election timeout, or both win, each with a
+//     lease from its campaign: the only schedule that exercises that rule.
 type targeted struct {
 	w *world
 	r *rand.Rand
@@ -40,10 +48,14 @@ type targeted struct {
 	votesUntil  int64  // hold back granted votes sent before this
 	partialFrom int    // this node's next resign reaches only some members (-1: none)
 	partial     bool   // the publish being sent is that resign
+	lost        bool   // ... and reaches none
+	raceFrom    int    // this leader's next heartbeat starts two candidacies (-1: none)
+	raceL       int    // the race's old leader, whose vote requests ...
+	raceY       int    // ... reach the other candidate late (-1: none)
 }
 
 func newTargeted(w *world) *targeted {
-	t := &targeted{w: w, r: rand.New(rand.NewPCG(w.Seed, 0x746774)), holdFrom: -1, partialFrom: -1}
+	t := &targeted{w: w, r: rand.New(rand.NewPCG(w.Seed, 0x746774)), holdFrom: -1, partialFrom: -1, raceFrom: -1, raceL: -1, raceY: -1}
 	w.at(w.cfg.ElectionTimeoutMs, t.act)
 	return t
 }
@@ -61,7 +73,7 @@ func (t *targeted) act() {
 			break
 		}
 	}
-	switch r.IntN(8) {
+	switch r.IntN(9) {
 	case 0, 1:
 		t.cutLeader = true
 	case 2:
@@ -86,7 +98,7 @@ func (t *targeted) act() {
 		if r.IntN(2) == 0 {
 			c = core.Command{Kind: core.CmdTransfer, Group: "g", Target: w.nodes[r.IntN(len(w.nodes))].id}
 		}
-		t.partialFrom = leader
+		t.partialFrom, t.lost = leader, false
 		w.command(w.nodes[leader], c)
 	case 6:
 		if leader >= 0 {
@@ -94,7 +106,49 @@ func (t *targeted) act() {
 		}
 	case 7:
 		w.command(w.nodes[r.IntN(len(w.nodes))], core.Command{Kind: core.CmdCampaign, Group: "g"})
+	case 8:
+		t.raceFrom = leader
 	}
+}
+
+// race starts two candidacies a term apart after leader l's heartbeat that
+// has just left (the last action above), if every node is up, running and
+// connected: the fault mix's other faults would spoil it; else it waits
+// for l's next heartbeat.
+func (t *targeted) race(l *node) {
+	w, r := t.w, t.r
+	for _, n := range w.nodes {
+		quiet := n.up && n.pausedUntil <= w.now && w.outage == 0
+		for _, m := range w.nodes {
+			quiet = quiet && !w.cut(n.idx, m.idx)
+		}
+		if !quiet {
+			t.raceFrom = l.idx
+			return
+		}
+	}
+	y := w.nodes[(l.idx+1+r.IntN(len(w.nodes)-1))%len(w.nodes)]
+	campaign := core.Command{Kind: core.CmdCampaign, Group: "g"}
+	// Every lease the heartbeat renewed, on the slowest clock, is over.
+	drift := w.cfg.MaxDriftPPM
+	if drift == 0 {
+		drift = core.DefaultMaxDriftPPM
+	}
+	free := w.now + w.dmax + w.batchMax + w.cfg.ElectionTimeoutMs*1_000_000/(1_000_000-drift) + 1
+	if free+2*(w.dmax+w.batchMax) >= w.faultEnd {
+		return
+	}
+	w.at(w.now+1, func() {
+		if l.leader && l.up {
+			t.partialFrom, t.lost = l.idx, true
+			w.command(l, core.Command{Kind: core.CmdResign, Group: "g"})
+		}
+	})
+	// The member must not see the old leader's request before its own
+	// votes are in: a candidate gives up for a later term's.
+	t.raceL, t.raceY = l.idx, y.idx
+	w.at(free, func() { w.command(y, campaign) })
+	w.at(free+r.Int64N(2*(w.dmax+w.batchMax)+1), func() { w.command(l, campaign) })
 }
 
 // crashLoop crashes n, restarts it after up to three delays, and does so
@@ -119,6 +173,10 @@ func (t *targeted) published(from *node, payload []byte) {
 	t.partial = k == "resign" && from.idx == t.partialFrom
 	if t.partial {
 		t.partialFrom = -1
+	}
+	if from.idx == t.raceFrom && (k == "heartbeat" || k == "leader") {
+		t.raceFrom = -1
+		t.race(from)
 	}
 	if !t.cutLeader || !from.leader || k != "heartbeat" && k != "leader" {
 		return
@@ -160,7 +218,10 @@ func (t *targeted) tamper(from, to int, payload []byte) (drop bool, extra int64)
 	late := func() int64 { return et + t.r.Int64N(2*et+1) }
 	switch {
 	case t.partial:
-		return t.r.IntN(2) == 0, 0
+		return t.lost || t.r.IntN(2) == 0, 0
+	case from == t.raceL && to == t.raceY && k == "election" && !bytes.Contains(payload, []byte(`"pre":true`)):
+		t.raceL = -1
+		return false, late()
 	case t.holdKind != "" && k == t.holdKind && (t.holdFrom < 0 || t.holdFrom == from) && to == t.holdTo:
 		t.holdKind = ""
 		return false, late()
