@@ -140,6 +140,7 @@ type request struct {
 	join    *core.GroupSpec
 	el      *Election
 	cmd     *core.Command
+	drain   bool // with join: drain the group in the same batch
 	resign  bool // Close: resign every group led
 	retried bool
 	done    chan error
@@ -207,6 +208,20 @@ func startAgent(cfg AgentConfig, eng electionCore) *Agent {
 // unusable (ErrStateUnusable), if the config is invalid, or if the group is
 // already joined by this agent.
 func (a *Agent) Join(ctx context.Context, cfg core.Config, cb Callbacks) (*Election, error) {
+	return a.join(ctx, cfg, cb, false)
+}
+
+// JoinDrained is Join for a group the operator drained (Election.Drain):
+// the drain is applied in the same batch as the join, before anything from
+// the bus can make this agent campaign or take a hand-off.
+func (a *Agent) JoinDrained(ctx context.Context, cfg core.Config, cb Callbacks) (*Election, error) {
+	if cfg.Mode == core.ModeBully {
+		return nil, fmt.Errorf("host: join %q drained: bully mode has no hand-off to drain by", cfg.Group)
+	}
+	return a.join(ctx, cfg, cb, true)
+}
+
+func (a *Agent) join(ctx context.Context, cfg core.Config, cb Callbacks, drained bool) (*Election, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("host: join %q: %w", cfg.Group, err)
 	}
@@ -250,7 +265,8 @@ func (a *Agent) Join(ctx context.Context, cfg core.Config, cb Callbacks) (*Elect
 	// A random incarnation per join: the core tells this process from any
 	// other speaking with the same ID by it.
 	spec := core.GroupSpec{Config: el.cfg, State: st, Incarnation: randomIncarnation()}
-	if err := a.submit(ctx, &request{join: &spec, el: el}); err != nil {
+	el.drained.Store(drained)
+	if err := a.submit(ctx, &request{join: &spec, el: el, drain: drained}); err != nil {
 		drop()
 		return nil, err
 	}
@@ -377,6 +393,9 @@ func (a *Agent) step() (more bool) {
 		switch {
 		case r.join != nil:
 			in.Join = append(in.Join, *r.join)
+			if r.drain {
+				in.Commands = append(in.Commands, core.Command{Kind: core.CmdDrain, Group: r.join.Config.Group})
+			}
 		case r.cmd != nil:
 			in.Commands = append(in.Commands, *r.cmd)
 		case r.resign:
@@ -621,6 +640,8 @@ type Election struct {
 	confMu      sync.Mutex
 	confChanged chan struct{} // closed at the next EventConfig (confSignal)
 
+	drained atomic.Bool // Drain, JoinDrained
+
 	// owned by the agent's loop
 	reportedLeader string // the last leader and term given to OnNewLeader
 	reportedTerm   uint64
@@ -654,6 +675,26 @@ func (e *Election) Resign(ctx context.Context) error {
 func (e *Election) TransferTo(ctx context.Context, id string) error {
 	return e.command(ctx, core.CmdTransfer, id)
 }
+
+// Drain (on) stops this agent from leading the group, for maintenance: it
+// neither campaigns nor accepts a hand-off, and if it leads it hands over at
+// once to the best live member (core.CmdDrain, quorum mode). Drain(false)
+// ends it. The core holds it in memory only: a host that wants it to
+// outlive a restart persists it and joins with JoinDrained.
+func (e *Election) Drain(ctx context.Context, on bool) error {
+	kind := core.CmdUndrain
+	if on {
+		kind = core.CmdDrain
+	}
+	if err := e.command(ctx, kind, ""); err != nil {
+		return err
+	}
+	e.drained.Store(on)
+	return nil
+}
+
+// Drained reports whether the group is drained (Drain, JoinDrained).
+func (e *Election) Drained() bool { return e.drained.Load() }
 
 // Campaign starts an election now instead of waiting for a timeout.
 func (e *Election) Campaign(ctx context.Context) error {

@@ -237,3 +237,57 @@ func without(ids []string, x string) []string {
 	}
 	return out
 }
+
+// TestJoinDrained: an agent joined drained (its host recorded the drain)
+// never leads, though it is the best member; Drain moves leadership off a
+// leader at once; Drain(false) lets the best member lead again.
+func TestJoinDrained(t *testing.T) {
+	bus := transport.NewMemBus(transport.MemOptions{Seed: 3, DelayMin: time.Millisecond, DelayMax: 3 * time.Millisecond})
+	t.Cleanup(func() { bus.Close() })
+	ctx := context.Background()
+	r := testRuntime(t)
+	ids := []string{"a1", "a2", "a3"}
+	var tas []*testAgent
+	for i, id := range ids {
+		ta := &testAgent{id: id, tr: bus.Transport(id), rec: &recorder{id: id, leading: map[uint64]bool{}}}
+		var err error
+		if ta.ag, err = r.NewAgent(ctx, AgentConfig{Transport: ta.tr, Logger: discardLogger()}); err != nil {
+			t.Fatal(err)
+		}
+		c := fastConfig(id, "drain", ids)
+		c.Priority = uint32(30 - 10*i) // a1 is the best member
+		join := ta.ag.Join
+		if id == "a1" {
+			join = ta.ag.JoinDrained
+		}
+		if ta.el, err = join(ctx, c, ta.rec.callbacks()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ta.ag.Close(ctx) })
+		tas = append(tas, ta)
+	}
+	if !tas[0].el.Drained() {
+		t.Fatal("a1 joined drained but Drained() is false")
+	}
+	l := waitLeader(t, tas, nil, "a1")
+	if err := l.el.Drain(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	var other *testAgent
+	for _, ta := range tas[1:] {
+		if ta != l {
+			other = ta
+		}
+	}
+	if got := waitLeader(t, tas, nil, l.id); got != other {
+		t.Fatalf("after %s was drained, %s leads: want %s (a1 is drained too)", l.id, got.id, other.id)
+	}
+	if err := tas[0].el.Drain(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	// The best member, undrained and in steady contact, is handed
+	// leadership by priority (no calm: it never led).
+	if got := waitLeader(t, tas, nil, other.id); got != tas[0] {
+		t.Fatalf("after a1 was undrained, %s leads: want a1", got.id)
+	}
+}

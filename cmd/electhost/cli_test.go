@@ -109,7 +109,7 @@ func TestCLIStatePilotDaemonDown(t *testing.T) {
 func TestCLIHelpAndVersion(t *testing.T) {
 	help := map[string]string{}
 	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"demo", "--help"}, {"sim", "--help"}, {"status", "--help"}, {"broker", "--help"},
-		{"resign", "--help"}, {"reset-state", "--help"}, {"keygen", "--help"}, {"version"}, {"--version"}} {
+		{"resign", "--help"}, {"transfer", "--help"}, {"drain", "--help"}, {"undrain", "--help"}, {"reset-state", "--help"}, {"keygen", "--help"}, {"version"}, {"--version"}} {
 		code, stdout, stderr := runCLI(t, 30*time.Second, nil, args...)
 		if code != 0 || stdout == "" {
 			t.Fatalf("electhost %v: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
@@ -208,6 +208,9 @@ func TestCLIUserWords(t *testing.T) {
 		{"demo without its module", []string{"demo", "--wasm", filepath.Join(tmp, "absent.wasm")}, exitConfig, "absent.wasm"},
 		{"status --wait 0 means zero", []string{"status", "--group", "g", "--broker", natsURL, "--wait", "0"}, exitFailure, "within 0s"},
 		{"resign without group", []string{"resign"}, exitUsage, "--group is required"},
+		{"transfer without --to", []string{"transfer", "--group", "g"}, exitUsage, "--to is required"},
+		{"drain without an agent", []string{"drain", "--group", "g", "--state-dir", filepath.Join(tmp, "none")}, exitConfig, "no electhost run agent answers"},
+		{"sim --drain in bully mode", []string{"sim", "--drain", "--mode", "bully"}, exitUsage, "--drain adds to the fault mix in quorum mode"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -49,6 +49,7 @@ type resignReply struct {
 	Term    uint64 `json:"term,omitempty"`   // the term it resigned
 	Leader  string `json:"leader,omitempty"` // the successor, once known (empty if not heard within the wait)
 	NewTerm uint64 `json:"new_term,omitempty"`
+	TookMs  int64  `json:"took_ms,omitempty"` // from the request to hearing the successor
 }
 
 // controller carries out resign and transfer requests for one election.
@@ -57,7 +58,8 @@ type controller struct {
 	et        time.Duration
 	el        func() *host.Election
 	st        *agentState
-	token     string // "" when no token file could be written: POST over --http refused
+	saveDrain func(on bool) error // records a drain durably before it is applied
+	token     string              // "" when no token file could be written: POST over --http refused
 }
 
 // resign asks the core to resign (or transfer to req.To) and waits up to
@@ -76,7 +78,7 @@ func (c *controller) resign(ctx context.Context, req resignRequest) (resignReply
 	cs := el.Status()
 	if cs.Role != core.RoleLeader {
 		if cs.Leader != "" {
-			return fail(http.StatusConflict, "%s is not the leader of %s: %s is (term %d); run resign against %s's agent", c.id, c.group, cs.Leader, cs.Term, cs.Leader)
+			return fail(http.StatusConflict, "%s is not the leader of %s: %s is (term %d); run this on %s's machine (--id %s)", c.id, c.group, cs.Leader, cs.Term, cs.Leader, cs.Leader)
 		}
 		return fail(http.StatusConflict, "%s is not the leader of %s, and no leader is known (role %s, term %d)", c.id, c.group, cs.Role, cs.Term)
 	}
@@ -87,6 +89,7 @@ func (c *controller) resign(ctx context.Context, req resignRequest) (resignReply
 		return fail(http.StatusBadRequest, "--to %s is not a member of %s (members: %s)", req.To, c.group, strings.Join(configOf(cs).Members, ","))
 	}
 	rep.Term = cs.Term
+	t0 := time.Now()
 	var err error
 	if req.To == "" {
 		err = el.Resign(ctx)
@@ -96,16 +99,8 @@ func (c *controller) resign(ctx context.Context, req resignRequest) (resignReply
 	if err != nil {
 		return fail(http.StatusConflict, "%s refused to resign %s: %s", c.id, c.group, userWords(err.Error()))
 	}
-	deadline := time.Now().Add(min(2*c.et, 5*time.Second))
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		c.st.mu.Lock()
-		leader, term := c.st.leader, c.st.term
-		c.st.mu.Unlock()
-		if leader != "" && leader != c.id && term > rep.Term {
-			rep.Leader, rep.NewTerm = leader, term
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	if rep.Leader, rep.NewTerm = c.awaitSuccessor(ctx, rep.Term); rep.Leader != "" {
+		rep.TookMs = time.Since(t0).Milliseconds()
 	}
 	rep.OK = true
 	return rep, http.StatusOK
@@ -192,12 +187,18 @@ func newResignCmd() *cobra.Command {
 		Use:   "resign --group G [--to ID] [--id ID | --state-dir DIR]",
 		Short: "Make the running agent hand its leadership over (to --to, or the best live member)",
 		Long: `resign asks the electhost run agent on this machine with --id ID (or
---state-dir DIR) to resign the leadership of group G: it stops its
-leader-only command and hands leadership to the best live member, or to --to
-ID, without a restart and without waiting out an election timeout. It talks
-to the agent over the unix socket <state-dir>/control.sock (mode 0600: only
-the agent's user can use it) and waits up to two election timeouts to hear
-the successor.
+--state-dir DIR), which must be the leader, to resign the leadership of
+group G: it stops its leader-only command and hands leadership to the best
+live member, or to --to ID (as electhost transfer does), without a restart
+and without waiting out an election timeout. It talks to the agent over the
+unix socket <state-dir>/control.sock (mode 0600: only the agent's user can
+use it) and waits up to two election timeouts to hear the successor.
+
+A resign moves leadership for a while: however good this agent's priority,
+no priority hand-off gives leadership back to it until it has been heard
+again for ten election timeouts (20 s at the defaults). To move it for
+good, transfer it (it stays with the successor while that one leads) or
+drain this agent (electhost drain).
 
 The same request over the agent's --http address:
   curl -X POST -H "Authorization: Bearer $(cat <state-dir>/control.token)" \
@@ -207,50 +208,91 @@ Exit status: 0 resigned; 1 refused (this agent is not the leader, --to is not
 a member, ...); 2 bad flags; 3 no agent runs with that state directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var err error
-			if id, stateDir, err = localAgent(group, id, stateDir); err != nil {
-				return err
-			}
-			sock := filepath.Join(stateDir, controlSocketName)
-			body, _ := json.Marshal(resignRequest{Group: group, To: to})
-			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://electhost/resign", strings.NewReader(string(body)))
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := controlClient(sock).Do(req)
-			if err != nil {
-				return controlError(err, sock, id, "make it resign")
-			}
-			defer resp.Body.Close()
-			var rep resignReply
-			if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
-				return fmt.Errorf("control socket %s: unreadable answer: %v", sock, err)
-			}
-			if jsonOut {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.Encode(rep)
-			}
-			if !rep.OK {
-				if jsonOut {
-					return quietError{code: exitFailure}
-				}
-				return errors.New(rep.Error)
-			}
-			if !jsonOut {
-				if rep.Leader != "" {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s resigned %s term %d; %s leads term %d\n", rep.From, rep.Group, rep.Term, rep.Leader, rep.NewTerm)
-				} else {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s resigned %s term %d; no successor heard yet\n", rep.From, rep.Group, rep.Term)
-				}
-			}
-			return nil
+			return resignVerb(cmd, group, id, stateDir, to, jsonOut, "resigned")
 		},
 	}
 	f := c.Flags()
 	f.StringVar(&group, "group", "", "the group whose leadership to hand over (required)")
-	f.StringVar(&to, "to", "", "the member to hand it to (default: the best live member)")
+	f.StringVar(&to, "to", "", "the member to hand it to, which keeps it (default: the best live member)")
 	f.StringVar(&id, "id", "", "the running agent's --id (default: the host name), which locates its state directory")
 	f.StringVar(&stateDir, "state-dir", "", "the running agent's --state-dir (default as for run)")
 	f.BoolVar(&jsonOut, "json", false, "print the agent's answer as JSON")
 	return c
+}
+
+func newTransferCmd() *cobra.Command {
+	var group, id, stateDir, to string
+	var jsonOut bool
+	c := &cobra.Command{
+		Use:   "transfer --group G --to ID [--id ID | --state-dir DIR]",
+		Short: "Move the leadership to member --to, where it stays",
+		Long: `transfer, run on the leader's machine (--id or --state-dir of the leading
+agent, as for resign), hands the leadership of group G to member --to ID:
+the leader stops its leader-only command and the successor is elected by the
+followers' pushed votes, without waiting out an election timeout. The
+leadership then stays with ID while it leads: the automatic priority
+hand-off does not move it back to a better member. It moves on only if ID
+fails, resigns, is drained or is transferred away.
+
+Exit status: 0 transferred (the successor is printed once heard); 1 refused
+(this agent is not the leader: the error names the one that is; ID is not a
+member, or has not acknowledged the leader's configuration yet); 2 bad flags;
+3 no agent runs with that state directory.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if to == "" {
+				return usageErrorf("--to is required: the member to hand leadership to")
+			}
+			return resignVerb(cmd, group, id, stateDir, to, jsonOut, "transferred")
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&group, "group", "", "the group whose leadership to move (required)")
+	f.StringVar(&to, "to", "", "the member to move it to (required)")
+	f.StringVar(&id, "id", "", "the leading agent's --id (default: the host name), which locates its state directory")
+	f.StringVar(&stateDir, "state-dir", "", "the leading agent's --state-dir (default as for run)")
+	f.BoolVar(&jsonOut, "json", false, "print the agent's answer as JSON")
+	return c
+}
+
+// resignVerb carries out resign and transfer through the local agent's
+// control socket.
+func resignVerb(cmd *cobra.Command, group, id, stateDir, to string, jsonOut bool, done string) error {
+	var err error
+	if id, stateDir, err = localAgent(group, id, stateDir); err != nil {
+		return err
+	}
+	sock := filepath.Join(stateDir, controlSocketName)
+	body, _ := json.Marshal(resignRequest{Group: group, To: to})
+	ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://electhost/resign", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := controlClient(sock).Do(req)
+	if err != nil {
+		return controlError(err, sock, id, "make it resign")
+	}
+	defer resp.Body.Close()
+	var rep resignReply
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+		return fmt.Errorf("control socket %s: unreadable answer: %v", sock, err)
+	}
+	if jsonOut {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.Encode(rep)
+	}
+	if !rep.OK {
+		if jsonOut {
+			return quietError{code: exitFailure}
+		}
+		return errors.New(rep.Error)
+	}
+	if !jsonOut {
+		if rep.Leader != "" {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s %s term %d; %s leads term %d (%d ms)\n", rep.From, done, rep.Group, rep.Term, rep.Leader, rep.NewTerm, rep.TookMs)
+		} else {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s %s term %d; no successor heard yet\n", rep.From, done, rep.Group, rep.Term)
+		}
+	}
+	return nil
 }

@@ -29,6 +29,7 @@ type statusJSON struct {
 	ConfIndex     uint64         `json:"conf_index"`
 	ConfCommitted bool           `json:"conf_committed"`
 	Voter         bool           `json:"voter"`
+	Drained       bool           `json:"drained"` // electhost drain: this agent does not lead
 	Elections     uint64         `json:"elections"`
 	Received      uint64         `json:"received"`
 	Rejected      uint64         `json:"rejected"`
@@ -100,6 +101,10 @@ func toStatusJSON(cs core.Status, now int64, lead *leadership) statusJSON {
 	return s
 }
 
+// drainedWords is what /readyz and /status add for a drained agent: it is
+// still ready (a member that follows a current leader), but will not lead.
+const drainedWords = "drained: this agent does not lead (electhost undrain ends it)"
+
 // readiness is /readyz's judgement: joined, and a leader known whose
 // leadership is current as far as this agent can tell. This agent leading:
 // in quorum mode its lease must be running (bully has none). Another member
@@ -149,7 +154,7 @@ func (st *agentState) readiness(cs core.Status, now int64, electionTimeoutMs int
 // newHTTPHandler serves /healthz (the process is up and has not shut down),
 // /readyz (joined and a current leader known: readiness), /status (JSON),
 // /metrics and POST /resign (ctl, with its bearer token).
-func newHTTPHandler(st *agentState, status func() (core.Status, bool), clock host.Clock, mets *metrics.Metrics, lead *leadership, ctl *controller) http.Handler {
+func newHTTPHandler(st *agentState, status func() (core.Status, bool), drained func() bool, clock host.Clock, mets *metrics.Metrics, lead *leadership, ctl *controller) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		st.mu.Lock()
@@ -175,6 +180,9 @@ func newHTTPHandler(st *agentState, status func() (core.Status, bool), clock hos
 			return
 		}
 		ready, why := st.readiness(cs, clock.NowMs(), ctl.et.Milliseconds())
+		if drained() {
+			why += "; " + drainedWords
+		}
 		if !ready {
 			http.Error(w, why, http.StatusServiceUnavailable)
 			return
@@ -193,6 +201,9 @@ func newHTTPHandler(st *agentState, status func() (core.Status, bool), clock hos
 		now := clock.NowMs()
 		sj := toStatusJSON(cs, now, lead)
 		sj.Ready, sj.ReadyReason = st.readiness(cs, now, ctl.et.Milliseconds())
+		if sj.Drained = drained(); sj.Drained {
+			sj.ReadyReason += "; " + drainedWords
+		}
 		st.mu.Lock()
 		sj.DuplicateIDs, sj.LastDuplicateID = st.duplicates, st.lastDup
 		stats := st.stats

@@ -404,6 +404,10 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		return configErrorf("--state-dir %s: %s", o.stateDir, userWords(err.Error()))
 	}
 	defer store.Close()
+	drained, err := loadDrained(store, o.id, o.group)
+	if err != nil {
+		return configErrorf("--state-dir %s: %s", o.stateDir, err)
+	}
 
 	rt, err := host.NewRuntime(ctx, host.RuntimeConfig{WasmPath: o.wasmPath, CacheDir: o.cacheDir, Logger: baseLogger})
 	if err != nil {
@@ -551,6 +555,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 			s.Elections, s.Term = cs.Elections, cs.Term
 			s.IsLeader = cs.Role == core.RoleLeader
 			s.ConfIndex, s.ConfMembers, s.ConfCommitted, s.Voter = cs.ConfIndex, len(cs.Members), cs.ConfCommitted, cs.Voter
+			s.Drained = e.Drained()
 		}
 		if sup != nil {
 			ss := sup.Stats()
@@ -563,9 +568,14 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		mets.AddPilotBrokers(pt.BrokerStats)
 	}
 
-	// Callbacks may fire before Join returns: mets must exist first.
+	// Callbacks may fire before Join returns: mets must exist first. A
+	// drain the operator recorded is applied with the join itself.
 	st.dup.start(time.Now())
-	el, err = agent.Join(ctx, o.cfg, cbs) // the host logs "joined election"
+	if drained {
+		el, err = agent.JoinDrained(ctx, o.cfg, cbs)
+	} else {
+		el, err = agent.Join(ctx, o.cfg, cbs) // the host logs "joined election"
+	}
 	elp.Store(el)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -596,11 +606,15 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		c, detail := sup.Containment()
 		logger.Info("leader-only command", "cmd", strings.Join(o.cmdArgs, " "), "containment", c, "detail", detail, "grace", o.grace)
 	}
+	if drained {
+		logger.Warn("drained by the operator: this agent will not lead until electhost undrain --group " + o.group + " --id " + o.id)
+	}
 	logger.Info("running", "mode", o.cfg.Mode, "transport", o.tf.kind, "broker", o.tf.broker, "state_dir", o.stateDir,
 		"heartbeat", o.heartbeat, "members", strings.Join(o.cfg.Members, ","), "once", o.once)
 
 	ctl := &controller{group: o.group, id: o.id, et: time.Duration(o.cfg.ElectionTimeoutMs) * time.Millisecond,
-		el: func() *host.Election { return elp.Load() }, st: st}
+		el: func() *host.Election { return elp.Load() }, st: st,
+		saveDrain: func(on bool) error { return saveDrained(store, o.id, o.group, on) }}
 	ctlLn, token, cerr := listenControl(o.stateDir)
 	ctl.token = token
 	if cerr != nil {
@@ -610,6 +624,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	if ctlLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle("POST /resign", ctl.handler(false))
+		mux.Handle("POST /drain", ctl.drainHandler())
 		mux.Handle("GET /members", ctl.membersHandler())
 		mux.Handle("POST /members", ctl.membersHandler())
 		ctlSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -618,7 +633,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 
 	var srv *http.Server
 	if ln != nil {
-		h := newHTTPHandler(st, func() (core.Status, bool) { return el.Status(), true }, clock, mets, lead, ctl)
+		h := newHTTPHandler(st, func() (core.Status, bool) { return el.Status(), true }, el.Drained, clock, mets, lead, ctl)
 		srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		logger.Info("http listening", "addr", ln.Addr().String())

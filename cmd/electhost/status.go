@@ -349,6 +349,9 @@ func (r statusReport) print(w io.Writer) {
 		if m.Priority != nil {
 			prio = fmt.Sprint(*m.Priority)
 		}
+		if m.Priority != nil && *m.Priority == 0 && r.Config != nil {
+			prio = "0 (drained)" // quorum: a drained member announces priority 0
+		}
 		role := m.LastType
 		if m.ID == r.Leader {
 			role += " *leader"

@@ -42,6 +42,9 @@ type Snapshot struct {
 	ConfMembers   int
 	ConfCommitted bool
 	Voter         bool
+	// Drained: the operator drained this agent (electhost drain): it does
+	// not lead.
+	Drained bool
 }
 
 // FailoverBuckets are the failover histogram's upper bounds, in seconds:
@@ -139,6 +142,7 @@ func newSnapshotCollector(labels prometheus.Labels, source func() Snapshot) *sna
 		{d("config_members", "Members in the configuration this agent holds."), prometheus.GaugeValue, func(s Snapshot) float64 { return float64(s.ConfMembers) }},
 		{d("config_committed", "1 when the configuration this agent holds is known to be committed, else 0 (a change in flight)."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.ConfCommitted) }},
 		{d("voter", "1 while this agent is in the configuration (votes, may lead), 0 when waiting to be added or removed."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.Voter) }},
+		{d("drained", "1 while the operator has drained this agent (it neither campaigns nor accepts a hand-off), else 0."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.Drained) }},
 	}}
 }
 

@@ -31,13 +31,14 @@ type Engine struct {
 	cfg    EngineConfig
 	logger *slog.Logger
 
-	mu     sync.Mutex
-	inst   *Instance
-	specs  map[string]*core.GroupSpec // joined groups, State = last persisted
-	order  []string                   // join order, for a deterministic restore
-	now    int64
-	wall   int64
-	closed bool
+	mu      sync.Mutex
+	inst    *Instance
+	specs   map[string]*core.GroupSpec // joined groups, State = last persisted
+	order   []string                   // join order, for a deterministic restore
+	drained map[string]bool            // groups drained (core.CmdDrain): drained again on restore
+	now     int64
+	wall    int64
+	closed  bool
 
 	traps atomic.Uint64
 	steps atomic.Uint64
@@ -152,6 +153,21 @@ func (e *Engine) restoreLocked(out *core.Output) error {
 			e.forget(ev.Group)
 		}
 	}
+	// A drain is the operator's, held in memory by the core: the new
+	// instance gets it again before anything else can reach it.
+	in = core.Input{Now: e.now, Wall: e.wall}
+	for _, g := range e.order {
+		if e.drained[g] {
+			in.Commands = append(in.Commands, core.Command{Kind: core.CmdDrain, Group: g})
+		}
+	}
+	if len(in.Commands) > 0 {
+		if err := inst.Step(&in, out); err != nil {
+			_ = inst.Close(context.Background())
+			e.inst = nil
+			return err
+		}
+	}
 	return nil
 }
 
@@ -181,6 +197,14 @@ func (e *Engine) track(in *core.Input, persist []core.GroupState, events []core.
 			s.State = p
 		}
 	}
+	for _, c := range in.Commands {
+		if (c.Kind == core.CmdDrain || c.Kind == core.CmdUndrain) && e.specs[c.Group] != nil && !rejected(events, c.Request) {
+			if e.drained == nil {
+				e.drained = map[string]bool{}
+			}
+			e.drained[c.Group] = c.Kind == core.CmdDrain
+		}
+	}
 	for _, ev := range events {
 		if ev.Kind == core.EventLeft {
 			e.forget(ev.Group)
@@ -188,7 +212,18 @@ func (e *Engine) track(in *core.Input, persist []core.GroupState, events []core.
 	}
 }
 
+// rejected reports whether events refuse the request req (0: none).
+func rejected(events []core.Event, req uint64) bool {
+	for _, ev := range events {
+		if req != 0 && ev.Kind == core.EventRejected && ev.Request == req {
+			return true
+		}
+	}
+	return false
+}
+
 func (e *Engine) forget(group string) {
+	delete(e.drained, group)
 	delete(e.specs, group)
 	e.order = slices.DeleteFunc(e.order, func(g string) bool { return g == group })
 }

@@ -224,3 +224,54 @@ func TestSandboxHostileBatches(t *testing.T) {
 		t.Fatal(inst.Err())
 	}
 }
+
+// TestSandboxRestoreKeepsDrain: a drain lives in the instance's memory, not
+// in the persisted state; the instance that replaces a trapped one is
+// drained again, so a trap cannot make a drained agent campaign.
+func TestSandboxRestoreKeepsDrain(t *testing.T) {
+	ctx := context.Background()
+	path, err := testwasm.Module(testwasm.TrapTestTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRuntime(ctx, Config{WasmPath: path, CacheDir: testwasm.CacheDir(), Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	eng, _ := sandboxEngine(t, r)
+	campaign := func(now int64) []core.Event {
+		var out core.Output
+		if err := eng.Step(&core.Input{Now: now, Commands: []core.Command{{Kind: core.CmdCampaign, Group: "g", Request: 9}}}, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out.Events
+	}
+	var out core.Output
+	if err := eng.Step(&core.Input{Now: 20, Commands: []core.Command{{Kind: core.CmdDrain, Group: "g"}}}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if evs := campaign(21); len(evs) != 1 || !strings.Contains(evs[0].Reason, "drained") {
+		t.Fatalf("campaign while drained: %+v", evs)
+	}
+	eng.mu.Lock()
+	inst := eng.inst
+	_, err = inst.call("test_trap", inst.mod.ExportedFunction("ec_test_trap"), 1)
+	eng.mu.Unlock()
+	if !errors.Is(err, ErrTrap) {
+		t.Fatal(err)
+	}
+	var te *TrapError
+	if err := eng.Step(&core.Input{Now: 30}, &out); !errors.As(err, &te) || !te.Restored {
+		t.Fatalf("step after the trap: %v", err)
+	}
+	if evs := campaign(31); len(evs) != 1 || !strings.Contains(evs[0].Reason, "drained") {
+		t.Fatalf("campaign after the restore: %+v (the drain was lost)", evs)
+	}
+	if err := eng.Step(&core.Input{Now: 40, Commands: []core.Command{{Kind: core.CmdUndrain, Group: "g"}}}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if evs := campaign(41); len(evs) != 0 {
+		t.Fatalf("campaign once undrained: %+v", evs)
+	}
+}
