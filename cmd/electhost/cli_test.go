@@ -210,6 +210,9 @@ func TestCLIUserWords(t *testing.T) {
 		{"resign without group", []string{"resign"}, exitUsage, "--group is required"},
 		{"transfer without --to", []string{"transfer", "--group", "g"}, exitUsage, "--to is required"},
 		{"drain without an agent", []string{"drain", "--group", "g", "--state-dir", filepath.Join(tmp, "none")}, exitConfig, "no electhost run agent answers"},
+		{"check in bully mode", []string{"run", "--group", "g", "--mode", "bully", "--check", "true"}, exitUsage, "--check and --check-http need quorum mode"},
+		{"check failures 0", []string{"run", "--group", "g", "--id", "a", "--members", "a", "--check", "true", "--check-failures", "0"}, exitUsage, "--check-failures 0: want at least 1"},
+		{"check-http not a URL", []string{"run", "--group", "g", "--id", "a", "--members", "a", "--check-http", "localhost:80/health"}, exitUsage, `--check-http "localhost:80/health": want an http:// or https:// URL`},
 		{"sim --drain in bully mode", []string{"sim", "--drain", "--mode", "bully"}, exitUsage, "--drain adds to the fault mix in quorum mode"},
 	}
 	for _, c := range cases {

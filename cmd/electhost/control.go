@@ -59,6 +59,7 @@ type controller struct {
 	el        func() *host.Election
 	st        *agentState
 	saveDrain func(on bool) error // records a drain durably before it is applied
+	gate      *gate               // the operator's drain and the health check
 	token     string              // "" when no token file could be written: POST over --http refused
 }
 

@@ -87,7 +87,7 @@ func (c *controller) drain(ctx context.Context, req drainRequest) (drainReply, i
 	cs := el.Status()
 	rep.WasLeader = req.Drain && cs.Role == core.RoleLeader
 	t0 := time.Now()
-	if err := el.Drain(ctx, req.Drain); err != nil {
+	if err := c.gate.setOperator(ctx, req.Drain); err != nil {
 		rep.Error = "the agent refused: " + userWords(err.Error())
 		return rep, http.StatusConflict
 	}

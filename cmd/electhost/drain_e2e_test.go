@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -194,4 +195,64 @@ func (c *cluster) agreed() (leader string, term uint64, ok bool, view string) {
 		}
 	}
 	return leader, term, ok && roles[leader] == "leader", strings.Join(views, "; ")
+}
+
+// TestE2EHealthCheckHandsOver: health-gated leadership with real processes
+// over an embedded NATS server. Every agent runs --check 'test ! -e
+// sick-ID' every 100 ms, unhealthy after 2 failures; a1 is the best
+// member. a1's check starts failing: it hands leadership to a2 within
+// about 2 × 100 ms plus a hand-off, and /status, /readyz and
+// electcore_unhealthy say why. Its check passes again: leadership comes
+// back to a1 by priority, but only after the calm (no churn).
+func TestE2EHealthCheckHandsOver(t *testing.T) {
+	natsURL, _ := natstest.Start(t)
+	hb, et := 100*time.Millisecond, 600*time.Millisecond
+	c := newCluster(t, 3, []string{"--broker", natsURL}, nil, hb, et, 20*time.Millisecond)
+	prio := map[string]string{"a1": "30", "a2": "20", "a3": "10"}
+	sick := func(id string) string { return filepath.Join(c.root, "sick-"+id) }
+	for _, id := range c.ids {
+		c.startWith(id, c.ids, "--priority", prio[id], "--check", "test ! -e "+sick(id),
+			"--check-interval", "100ms", "--check-failures", "2", "--check-timeout", "1s")
+	}
+	waitLeader := func(id string, within time.Duration) {
+		t.Helper()
+		waitFor(t, within, id+" leads, agreed", func() (bool, string) {
+			l, _, ok, view := c.agreed()
+			return ok && l == id, view
+		})
+	}
+	waitLeader("a1", time.Minute) // the first start may compile the module
+
+	if err := os.WriteFile(sick("a1"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	waitLeader("a2", 20*time.Second)
+	moved := time.Since(t0)
+	t.Logf("a1's check failing: a2 leads after %v (2 failures at 100 ms, then the hand-off)", moved.Round(time.Millisecond))
+	p := c.proc("a1")
+	waitFor(t, 10*time.Second, "a1 says it is unhealthy", func() (bool, string) {
+		s, err := p.status()
+		if err != nil || s.Health == nil || s.Health.Healthy || !strings.Contains(s.Health.Reason, "exited 1") || !strings.Contains(s.ReadyReason, "unhealthy") {
+			return false, "status: " + s.ReadyReason
+		}
+		if code, body, err := p.get("/readyz"); err != nil || code != 200 || !strings.Contains(body, "unhealthy") {
+			return false, "/readyz: " + body
+		}
+		if code, body, err := p.get("/metrics"); err != nil || code != 200 || !strings.Contains(body, `electcore_unhealthy{group="e2e",id="a1"} 1`) {
+			return false, "/metrics lacks electcore_unhealthy 1"
+		}
+		return true, ""
+	})
+
+	if err := os.Remove(sick("a1")); err != nil {
+		t.Fatal(err)
+	}
+	waitLeader("a1", 30*time.Second)
+	back := time.Since(t0)
+	t.Logf("a1's check passing again: leadership back at a1 %v after it failed (calm: 10 election timeouts from its hand-off)", back.Round(time.Millisecond))
+	if back < 8*et {
+		t.Fatalf("leadership came back to a1 after %v, within the calm (at least %v): churn", back, 8*et)
+	}
+	c.checkCommandLog()
 }

@@ -29,7 +29,8 @@ type statusJSON struct {
 	ConfIndex     uint64         `json:"conf_index"`
 	ConfCommitted bool           `json:"conf_committed"`
 	Voter         bool           `json:"voter"`
-	Drained       bool           `json:"drained"` // electhost drain: this agent does not lead
+	Drained       bool           `json:"drained"`          // electhost drain: this agent does not lead
+	Health        *healthJSON    `json:"health,omitempty"` // with --check or --check-http
 	Elections     uint64         `json:"elections"`
 	Received      uint64         `json:"received"`
 	Rejected      uint64         `json:"rejected"`
@@ -45,6 +46,13 @@ type statusJSON struct {
 	DroppedFromMembers uint64 `json:"dropped_from_members"`
 	TransportDropped   uint64 `json:"transport_dropped"`
 	LastDuplicateID    string `json:"last_duplicate_id,omitempty"`
+}
+
+// healthJSON is the health check's verdict: unhealthy, the agent does not
+// lead; reason is the last failure.
+type healthJSON struct {
+	Healthy bool   `json:"healthy"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 type authJSON struct {
@@ -154,7 +162,7 @@ func (st *agentState) readiness(cs core.Status, now int64, electionTimeoutMs int
 // newHTTPHandler serves /healthz (the process is up and has not shut down),
 // /readyz (joined and a current leader known: readiness), /status (JSON),
 // /metrics and POST /resign (ctl, with its bearer token).
-func newHTTPHandler(st *agentState, status func() (core.Status, bool), drained func() bool, clock host.Clock, mets *metrics.Metrics, lead *leadership, ctl *controller) http.Handler {
+func newHTTPHandler(st *agentState, status func() (core.Status, bool), gt *gate, clock host.Clock, mets *metrics.Metrics, lead *leadership, ctl *controller) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		st.mu.Lock()
@@ -180,9 +188,7 @@ func newHTTPHandler(st *agentState, status func() (core.Status, bool), drained f
 			return
 		}
 		ready, why := st.readiness(cs, clock.NowMs(), ctl.et.Milliseconds())
-		if drained() {
-			why += "; " + drainedWords
-		}
+		why = gt.words(why)
 		if !ready {
 			http.Error(w, why, http.StatusServiceUnavailable)
 			return
@@ -201,8 +207,12 @@ func newHTTPHandler(st *agentState, status func() (core.Status, bool), drained f
 		now := clock.NowMs()
 		sj := toStatusJSON(cs, now, lead)
 		sj.Ready, sj.ReadyReason = st.readiness(cs, now, ctl.et.Milliseconds())
-		if sj.Drained = drained(); sj.Drained {
-			sj.ReadyReason += "; " + drainedWords
+		sj.ReadyReason = gt.words(sj.ReadyReason)
+		var checked, healthy bool
+		var failure string
+		sj.Drained, checked, healthy, failure = gt.state()
+		if checked {
+			sj.Health = &healthJSON{Healthy: healthy, Reason: failure}
 		}
 		st.mu.Lock()
 		sj.DuplicateIDs, sj.LastDuplicateID = st.duplicates, st.lastDup

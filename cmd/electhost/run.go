@@ -53,7 +53,8 @@ type runOptions struct {
 	once            bool
 	onceTimeout     time.Duration
 	containment     string
-	join            bool      // wait to be added (core.Config.AwaitConfig)
+	join            bool // wait to be added (core.Config.AwaitConfig)
+	check           checkFlags
 	auth            authFlags // keygen.go
 
 	// derived
@@ -87,8 +88,10 @@ killed it), like consul lock. Losing the leadership first stops CMD
 this agent; --timeout D gives up (exit 7); SIGINT/SIGTERM before CMD ran
 exits 8, while it runs with CMD's status.
 
-While it runs, "electhost resign --group G [--to ID]" hands its leadership
-over (see electhost resign --help), and in quorum mode "electhost members
+While it runs, "electhost resign --group G [--to ID]" and "electhost
+transfer --group G --to ID" hand its leadership over, "electhost drain"
+keeps it from leading (see their --help), --check CMD or --check-http URL
+let it lead only while healthy, and in quorum mode "electhost members
 add|remove|list" changes the group's members through it; --join starts an
 agent outside the configuration, waiting to be added (see electhost members
 --help).
@@ -146,6 +149,11 @@ Every flag, default and exit code: cmd/electhost/README.md.`,
 	f.DurationVar(&o.grace, "grace", 0, "SIGTERM→SIGKILL grace for the leader-only command (default election-timeout/4)")
 	f.BoolVar(&o.join, "join", false, "quorum mode: start outside the configuration and wait to be added (electhost members add ID at any member); --members are the members to learn it from")
 	f.StringVar(&o.containment, "containment", "auto", "how the leader-only command's processes are contained and stopped: auto (the best available), cgroup (a cgroup v2 of its own), subreaper (every orphan below its supervisor), process-group")
+	f.StringVar(&o.check.cmd, "check", "", "health check: lead only while `sh -c CMD` exits 0 (Consul-style); failing, the agent hands over and does not campaign")
+	f.StringVar(&o.check.url, "check-http", "", "health check: lead only while GET URL answers 2xx")
+	f.DurationVar(&o.check.interval, "check-interval", 2*time.Second, "how often the health check runs")
+	f.DurationVar(&o.check.timeout, "check-timeout", time.Second, "a check not done within this fails")
+	f.IntVar(&o.check.failures, "check-failures", 3, "consecutive failures that make the agent unhealthy (one pass makes it healthy)")
 	f.BoolVar(&o.once, "once", false, "run CMD once when leading, then resign and exit with its exit code (like consul lock)")
 	f.DurationVar(&o.onceTimeout, "timeout", 0, "--once: give up (exit 7) if this agent does not lead within this time (0: wait for ever)")
 	f.BoolVar(&o.jsonLogs, "json", false, "log JSON lines (slog JSONHandler) on stderr")
@@ -283,6 +291,9 @@ func (o *runOptions) complete(cmd *cobra.Command) error {
 	if cmd.Flags().Changed("timeout") && !o.once {
 		return usageErrorf("--timeout is how long --once waits to lead: give --once too")
 	}
+	if err := o.check.validate(mode == core.ModeBully); err != nil {
+		return err
+	}
 	if len(o.cmdArgs) == 0 {
 		if o.once {
 			return usageErrorf("--once needs the command to run: electhost run --once ... -- CMD ARGS")
@@ -408,6 +419,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	if err != nil {
 		return configErrorf("--state-dir %s: %s", o.stateDir, err)
 	}
+	gt := &gate{operator: drained, checked: o.check.enabled()}
 
 	rt, err := host.NewRuntime(ctx, host.RuntimeConfig{WasmPath: o.wasmPath, CacheDir: o.cacheDir, Logger: baseLogger})
 	if err != nil {
@@ -555,7 +567,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 			s.Elections, s.Term = cs.Elections, cs.Term
 			s.IsLeader = cs.Role == core.RoleLeader
 			s.ConfIndex, s.ConfMembers, s.ConfCommitted, s.Voter = cs.ConfIndex, len(cs.Members), cs.ConfCommitted, cs.Voter
-			s.Drained = e.Drained()
+			s.Drained, s.Checked, s.Healthy, _ = gt.state()
 		}
 		if sup != nil {
 			ss := sup.Stats()
@@ -569,9 +581,10 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	}
 
 	// Callbacks may fire before Join returns: mets must exist first. A
-	// drain the operator recorded is applied with the join itself.
+	// drain the operator recorded is applied with the join itself, and so
+	// is a health check's until it first passes.
 	st.dup.start(time.Now())
-	if drained {
+	if gt.applied = gt.drained(); gt.applied {
 		el, err = agent.JoinDrained(ctx, o.cfg, cbs)
 	} else {
 		el, err = agent.Join(ctx, o.cfg, cbs) // the host logs "joined election"
@@ -606,14 +619,18 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		c, detail := sup.Containment()
 		logger.Info("leader-only command", "cmd", strings.Join(o.cmdArgs, " "), "containment", c, "detail", detail, "grace", o.grace)
 	}
-	if drained {
+	if gt.operator {
 		logger.Warn("drained by the operator: this agent will not lead until electhost undrain --group " + o.group + " --id " + o.id)
 	}
 	logger.Info("running", "mode", o.cfg.Mode, "transport", o.tf.kind, "broker", o.tf.broker, "state_dir", o.stateDir,
 		"heartbeat", o.heartbeat, "members", strings.Join(o.cfg.Members, ","), "once", o.once)
 
+	gt.el = func() *host.Election { return elp.Load() }
+	if gt.checked {
+		go gt.runChecks(ctx, o.check, logger)
+	}
 	ctl := &controller{group: o.group, id: o.id, et: time.Duration(o.cfg.ElectionTimeoutMs) * time.Millisecond,
-		el: func() *host.Election { return elp.Load() }, st: st,
+		el: func() *host.Election { return elp.Load() }, st: st, gate: gt,
 		saveDrain: func(on bool) error { return saveDrained(store, o.id, o.group, on) }}
 	ctlLn, token, cerr := listenControl(o.stateDir)
 	ctl.token = token
@@ -633,7 +650,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 
 	var srv *http.Server
 	if ln != nil {
-		h := newHTTPHandler(st, func() (core.Status, bool) { return el.Status(), true }, el.Drained, clock, mets, lead, ctl)
+		h := newHTTPHandler(st, func() (core.Status, bool) { return el.Status(), true }, gt, clock, mets, lead, ctl)
 		srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		logger.Info("http listening", "addr", ln.Addr().String())

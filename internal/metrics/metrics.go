@@ -43,8 +43,8 @@ type Snapshot struct {
 	ConfCommitted bool
 	Voter         bool
 	// Drained: the operator drained this agent (electhost drain): it does
-	// not lead.
-	Drained bool
+	// not lead. Checked: a health check is configured; Healthy: it passes.
+	Drained, Checked, Healthy bool
 }
 
 // FailoverBuckets are the failover histogram's upper bounds, in seconds:
@@ -143,6 +143,7 @@ func newSnapshotCollector(labels prometheus.Labels, source func() Snapshot) *sna
 		{d("config_committed", "1 when the configuration this agent holds is known to be committed, else 0 (a change in flight)."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.ConfCommitted) }},
 		{d("voter", "1 while this agent is in the configuration (votes, may lead), 0 when waiting to be added or removed."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.Voter) }},
 		{d("drained", "1 while the operator has drained this agent (it neither campaigns nor accepts a hand-off), else 0."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.Drained) }},
+		{d("unhealthy", "1 while this agent's health check (--check, --check-http) fails, so that it does not lead, else 0."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.Checked && !s.Healthy) }},
 	}}
 }
 

@@ -17,7 +17,7 @@ func TestExposition(t *testing.T) {
 	m := New("g1", "a", func() Snapshot {
 		scrapes.Add(1)
 		return Snapshot{Elections: 3, Term: 9, IsLeader: true, MessagesIn: 100, MessagesOut: 50, Rejected: 2, Traps: 1, DuplicateIDs: 4, Dropped: 11, DroppedFromMembers: 6, TransportDropped: 13,
-			ConfIndex: 7, ConfMembers: 5, ConfCommitted: true, Voter: true, Drained: true}
+			ConfIndex: 7, ConfMembers: 5, ConfCommitted: true, Voter: true, Drained: true, Checked: true}
 	})
 	m.LeaderChanged()
 	m.LeaderChanged()
@@ -41,6 +41,7 @@ func TestExposition(t *testing.T) {
 		`electcore_config_committed{group="g1",id="a"} 1`,
 		`electcore_voter{group="g1",id="a"} 1`,
 		`electcore_drained{group="g1",id="a"} 1`,
+		`electcore_unhealthy{group="g1",id="a"} 1`,
 		`electcore_leader_changes_total{group="g1",id="a"} 2`,
 		`electcore_failover_seconds_bucket{group="g1",id="a",le="2"} 1`,
 		`electcore_failover_seconds_count{group="g1",id="a"} 1`,
