@@ -25,7 +25,7 @@ WASM_PKGS    := $(MODULE)/wasm
 NATIVE_PKGS   = $(shell $(GO) list ./... | grep -v -x -F $(addprefix -e ,$(WASM_PKGS)))
 
 
-.PHONY: all help build wasm check-module test test-go test-node vet demo bench bench-scale fuzz soak mutants clean
+.PHONY: all help build wasm check-module test test-go test-race test-node vet demo bench bench-scale fuzz soak mutants clean
 
 all: build wasm
 
@@ -34,6 +34,7 @@ help:
 	@echo "make wasm    electcore.wasm at the repo root (wasip1, c-shared) and its built-in copy, internal/module/electcore.wasm"
 	@echo "make check-module  fail if the committed built-in module differs from the sources"
 	@echo "make test    wasm, go vet (native + wasip1), go test (timeout $(TEST_TIMEOUT)), node tests if present"
+	@echo "make test-race  go test -race over host, transport and electhost (RACE_RUN: which electhost tests; '' for all)"
 	@echo "make demo    the guided election demo on an embedded NATS server"
 	@echo "make bench   every Go benchmark once (BENCHTIME=$(BENCHTIME))"
 	@echo "make bench-scale  N agent processes x G groups over electhost's broker: time to lead, CPU, RSS, messages, failover (BENCH_SCALE_FLAGS=$(BENCH_SCALE_FLAGS))"
@@ -74,6 +75,25 @@ vet:
 # The Go tests load the module just built (internal/testwasm honours it).
 test-go: wasm
 	ELECTCORE_WASM=$(CURDIR)/$(WASM) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(NATIVE_PKGS)
+
+# The race detector over the packages whose code runs goroutines of its own
+# (the agent's loop, publisher and callbacks; the transports; electhost).
+# make test has run every test of them already; under -race electhost's
+# e2e tests also run a -race build of the binary (a race in an agent makes
+# it exit 66, which the tests check), so CI runs all of host and transport,
+# electhost's in-process and CLI tests, and the e2e scenario, auth and
+# duplicate-id tests: the whole e2e suite under -race would about double
+# CI's time. RACE_RUN='' runs all of them. Measured at load ~45 on 2 cores:
+# electhost's subset 394 s (7 min with the -race builds), transport 30 s.
+RACE_PKGS := ./host ./transport
+RACE_RUN  ?= ^(Test[^E]|TestExecute|TestE2ENATS$$|TestE2EAuth$$|TestE2EDuplicateID$$)
+# demo and sim exercise the core and the in-memory bus, covered above. The
+# two --once CLI tests hung or lost their lease under -race at load 45 (the
+# leader-only command's supervising process); they run in make test.
+RACE_SKIP ?= ^(TestDemoCommand|TestSimCommand|TestCLICorruptStateNamesRecovery|TestCLIUnwritableDefaultCache)$$
+test-race: wasm
+	ELECTCORE_WASM=$(CURDIR)/$(WASM) $(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(RACE_PKGS)
+	ELECTCORE_WASM=$(CURDIR)/$(WASM) $(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(if $(RACE_RUN),-run '$(RACE_RUN)' -skip '$(RACE_SKIP)') ./cmd/electhost
 
 # The Node example (a non-Go agent on electcore.wasm) and the mixed Go/Node
 # swarm; its dependencies come from the committed lockfile.
