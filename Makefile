@@ -87,10 +87,8 @@ test-go: wasm
 # electhost's subset 394 s (7 min with the -race builds), transport 30 s.
 RACE_PKGS := ./host ./transport
 RACE_RUN  ?= ^(Test[^E]|TestExecute|TestE2ENATS$$|TestE2EAuth$$|TestE2EDuplicateID$$)
-# demo and sim exercise the core and the in-memory bus, covered above. The
-# two --once CLI tests hung or lost their lease under -race at load 45 (the
-# leader-only command's supervising process); they run in make test.
-RACE_SKIP ?= ^(TestDemoCommand|TestSimCommand|TestCLICorruptStateNamesRecovery|TestCLIUnwritableDefaultCache)$$
+# demo and sim exercise the core and the in-memory bus, covered above.
+RACE_SKIP ?= ^(TestDemoCommand|TestSimCommand)$$
 test-race: wasm
 	ELECTCORE_WASM=$(CURDIR)/$(WASM) $(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(RACE_PKGS)
 	ELECTCORE_WASM=$(CURDIR)/$(WASM) $(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(if $(RACE_RUN),-run '$(RACE_RUN)' -skip '$(RACE_SKIP)') ./cmd/electhost
