@@ -174,6 +174,7 @@ func (e *Engine) receive(m *Message) {
 		if reason := g.auth.verify(g.cfg.Group, &e.msg); reason != "" {
 			g.rejected++
 			e.reject(g.cfg.Group, reason)
+			g.askUnverified(e, &e.msg)
 			return
 		}
 	}

@@ -80,6 +80,7 @@ type group struct {
 	confSend         bool        // leader: send conf with the next heartbeat
 	confOffered      int64       // when conf was last sent to an out-of-date member
 	confAsked        int64       // when a member ahead was last asked for its conf (askConf)
+	asks             int         // how many times (askUnverified picks the member in turn)
 	committedMembers []string    // the member set last reported committed
 	pending          *confChange // leader: proposed once conf commits
 	removeOnLead     string      // a leader that resigned to us asked to be removed…

@@ -57,7 +57,12 @@ import (
 // when that leader's heartbeat announces a newer version (stepQuorum): a
 // spare whose configuration lists neither itself nor the leader otherwise
 // never hears of its addition. With ed25519 it cannot verify such a
-// leader, so it asks a member it lists that acks one (askConf).
+// leader, so it asks a member it lists that acks one (askConf). Likewise a
+// node answers a candidate outside its configuration whose version is
+// newer (Raft thesis §4.2.1: a member added while down may be needed for a
+// majority though it lists neither itself nor the candidate), and with
+// ed25519, unable to verify such a candidate, asks the members it lists
+// (askUnverified).
 
 const (
 	opAdd    = "add"
@@ -259,6 +264,29 @@ func (g *group) askConf(e *Engine, to string, term uint64) {
 	}
 	g.confAsked = e.now
 	g.sendVote(e, to, term, true, false)
+}
+
+// askUnverified answers a message that failed verification because, with
+// ed25519, its sender's key is not in our configuration while it claims a
+// newer one: a member added since, perhaps a candidate that needs our vote
+// (we were added while down, and every member we list was removed since).
+// We ask the members we list, one per heartbeat interval in turn, for
+// their configuration (askConf): a removed member still holds the one that
+// removed it, which lists what was added before. The claim is unverified,
+// so it buys one message per interval.
+func (g *group) askUnverified(e *Engine, m *wireMsg) {
+	if g.cfg.Mode != ModeQuorum || g.auth.mode != AuthEd25519 || g.auth.pubs[m.From] != nil ||
+		!g.conf.ver.before(m.confVer()) || len(g.members) < 2 ||
+		g.confAsked != 0 && e.now-g.confAsked < g.cfg.HeartbeatMs {
+		return
+	}
+	g.asks++
+	to := g.members[g.asks%len(g.members)].id
+	if to == g.cfg.ID {
+		g.asks++
+		to = g.members[g.asks%len(g.members)].id
+	}
+	g.askConf(e, to, g.term)
 }
 
 // onConfig takes a strictly newer configuration.

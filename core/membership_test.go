@@ -434,3 +434,55 @@ func TestMembershipSpareHearsLeaderOutsideItsConfiguration(t *testing.T) {
 		})
 	}
 }
+
+// A member added while it was down, whose vote is then needed, answers a
+// candidate outside its configuration (Raft thesis §4.2.1), as
+// membership_readded_while_down.txt shows without authentication: n3,
+// down since it learnt the first configuration, is added, then every
+// member it lists is removed and leadership ends with n4, which needs n3's
+// vote; n3 comes back listing neither itself nor n4. With ed25519 it holds
+// no key for n4 either, so n4's requests do not even verify: it asks the
+// members it lists, which may all have been removed, for their
+// configuration.
+func TestMembershipReaddedWhileDownVotes(t *testing.T) {
+	for _, auth := range []AuthMode{AuthOff, AuthEd25519} {
+		t.Run(string(auth), func(t *testing.T) {
+			n := newTestNet(t, ModeQuorum, "n0", "n1", "n2")
+			ids := slices.Clone(n.ids)
+			n.cfgHook = func(c *Config) { authConfig(c, auth, ids) }
+			restartAll(n)
+			leader := electLeader(t, n)
+			joinAwaiting(n, "n3")
+			joinAwaiting(n, "n4")
+			n.advance(1000, 10)
+			n.crash("n3")
+			key := func(id string) []byte {
+				if auth != AuthEd25519 {
+					return nil
+				}
+				return testPriv(id).Public().(ed25519.PublicKey)
+			}
+			steps := []Command{{Kind: CmdAddMember, Target: "n3", Key: key("n3")}, {Kind: CmdAddMember, Target: "n4", Key: key("n4")}}
+			for _, id := range ids {
+				if id != leader {
+					steps = append(steps, Command{Kind: CmdRemoveMember, Target: id})
+				}
+			}
+			steps = append(steps, Command{Kind: CmdRemoveMember, Target: leader})
+			for _, c := range steps {
+				c.Group = "g"
+				n.step(leader, &Input{Now: n.now, Commands: []Command{c}})
+				n.advance(1000, 10)
+			}
+			if s := n.status("n4"); !slices.Equal(memberIDs(s), []string{"n3", "n4"}) || s.ConfCommitted {
+				t.Fatalf("n4 after the changes: %+v", s)
+			}
+			n.advance(5000, 10) // n4's lease lapses: n3's vote is needed
+			n.start("n3")
+			n.advance(8000, 10)
+			if ls := n.leaders(); len(ls) != 1 {
+				t.Fatalf("leaders %v 8 s after n3 came back; n3: %+v; n4: %+v", ls, n.status("n3"), n.status("n4"))
+			}
+		})
+	}
+}

@@ -259,7 +259,7 @@ func (g *group) stepQuorum(e *Engine, m *wireMsg) string {
 			// list the leader that added this member back.
 			return g.onConfig(e, m)
 		}
-		if !newer || m.Type != typeHeartbeat && m.Type != typeLeader {
+		if !newer || m.Type != typeHeartbeat && m.Type != typeLeader && m.Type != typeElection {
 			return "sender " + m.From + " is not a member"
 		}
 		// A leader announcing a newer configuration than ours, which may
@@ -267,6 +267,15 @@ func (g *group) stepQuorum(e *Engine, m *wireMsg) string {
 		// (onHeartbeat), with the vote refusal an ack implies, so that its
 		// leader sees us behind and sends its configuration. Refused, it
 		// never would: it sends a committed one only to an acker behind.
+		// Likewise a candidate with a newer configuration (thesis §4.2.1:
+		// servers vote for candidates outside their configuration): it may
+		// need our vote, as when we were added while down and every member
+		// we list has been removed since. onVoteRequest answers as to a
+		// member, by the same rules (the election restriction, no vote
+		// while a leader is heard), and outside our configuration only
+		// with our version, which brings us the candidate's. A removed
+		// member holds an older version than the members that removed it,
+		// so they still refuse it (thesis §4.2.3).
 	}
 	if reason := g.implausibleTerm(m); reason != "" {
 		return reason
