@@ -44,10 +44,11 @@ import (
 //     and the lease argument unchanged).
 //
 // A member learns a configuration from a config message whose version is
-// strictly newer than its own, from any sender authentication accepts (its
-// own configuration may not list the leader that added it back): every
-// version was written by the leader of its term, so a late copy is Raft's
-// delayed AppendEntries, and taking only newer versions never undoes a
+// strictly newer than its own, from a sender that could have written it or
+// be passing it on (confSender; its own configuration may not list the
+// leader that added it back): every version was written by the leader of
+// its term, so a late copy is Raft's delayed AppendEntries, and taking only
+// newer versions never undoes a
 // committed one; a version of a later term than the member's own moves it
 // to that term, which has begun. Leaders send their configuration with
 // every heartbeat until it commits and whenever an ack shows a member
@@ -295,6 +296,9 @@ func (g *group) onConfig(e *Engine, m *wireMsg) string {
 	if g.role == RoleLeader || !g.conf.ver.before(v) {
 		return "" // a leader writes its own; an older or equal one says nothing new
 	}
+	if reason := g.confSender(m); reason != "" {
+		return reason
+	}
 	c := configuration{ver: v, members: m.Members}
 	switch {
 	case g.cfg.Auth == AuthEd25519 && len(m.Keys) == 0:
@@ -327,6 +331,36 @@ func (g *group) onConfig(e *Engine, m *wireMsg) string {
 		g.sendAck(e, a.leader, a.term, a.seq, a.inc)
 	}
 	return ""
+}
+
+// confSender refuses a newer configuration from a sender that could not
+// have written it, nor be passing on what its writer wrote: one message of
+// a non-member (with authentication off, anyone) once made every follower
+// a non-voter of a made-up configuration, for good. It comes from
+//   - the leader this node follows, or voted for, in the configuration's
+//     term (its writer; a leader is a member of its configuration);
+//   - a member of this node's configuration, passing on a later one — but
+//     not one that removes this member: that comes from the leader only,
+//     whose heartbeats a removed member still hears and acks;
+//   - or, to a node outside its configuration (a spare, one removed), a
+//     sender listed with it: a spare learning its own addition from the
+//     leader outside its configuration or the candidate that needs it.
+func (g *group) confSender(m *wireMsg) string {
+	_, lists := slices.BinarySearch(m.Members, m.From)
+	_, listsUs := slices.BinarySearch(m.Members, g.cfg.ID)
+	switch {
+	case lists && (m.From == g.leader && m.ConfTerm == g.leaderTerm || m.From == g.vote && m.ConfTerm == g.term):
+		return ""
+	case g.member(m.From) != nil && !g.voter:
+		return ""
+	case g.member(m.From) != nil && !listsUs:
+		return "configuration removing this member from " + m.From + ", not its leader"
+	case g.member(m.From) != nil:
+		return ""
+	case !g.voter && lists && listsUs:
+		return ""
+	}
+	return "configuration from " + m.From + ", which is not a member"
 }
 
 // adopt makes c this follower's configuration, persisted before anything
