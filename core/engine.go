@@ -135,9 +135,14 @@ func (e *Engine) join(spec *GroupSpec) {
 		e.refuse(spec.Request, cfg.Group, "join: "+err.Error())
 		return
 	}
-	if spec.State.Vote != "" && cfg.Mode == ModeQuorum && spec.State.ConfIndex == 0 && slices.Index(cfg.Members, spec.State.Vote) < 0 {
-		e.refuse(spec.Request, cfg.Group, "join: persisted vote for "+strconv.Quote(spec.State.Vote)+", not a member")
-		return
+	// A vote may name a candidate outside the voter's configuration (one
+	// added since, whose configuration is newer: Raft thesis §4.2.1), so
+	// only its form is checked.
+	if spec.State.Vote != "" {
+		if err := checkName("join: persisted vote", spec.State.Vote); err != nil {
+			e.refuse(spec.Request, cfg.Group, err.Error())
+			return
+		}
 	}
 	g := newGroup(cfg, spec.State, e.now)
 	if spec.Incarnation != 0 {

@@ -486,3 +486,24 @@ func TestMembershipReaddedWhileDownVotes(t *testing.T) {
 		})
 	}
 }
+
+// A member may vote for a candidate outside its configuration (one added
+// since, with a newer configuration: TestMembershipReaddedWhileDownVotes),
+// and must rejoin with that vote persisted: the join once refused a vote
+// for anyone outside Config.Members (electhost sim --targeted seed 8999: a
+// member that never learnt a configuration voted for the spare s0, then
+// could not restart).
+func TestJoinKeepsVoteForCandidateOutsideConfiguration(t *testing.T) {
+	e := NewEngine()
+	var out Output
+	c := Config{ID: "a", Group: "g", Mode: ModeQuorum, Members: []string{"a", "b", "c"}}
+	e.Step(&Input{Now: 1000, Join: []GroupSpec{{Config: c, State: GroupState{Group: "g", Term: 2, Vote: "s0"}}}}, &out)
+	for _, ev := range out.Events {
+		if ev.Kind == EventRejected {
+			t.Fatalf("join refused: %s", ev.Reason)
+		}
+	}
+	if s, ok := e.Status("g"); !ok || s.Term != 2 || s.Vote != "s0" {
+		t.Fatalf("after the join: %+v", s)
+	}
+}
