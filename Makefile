@@ -40,7 +40,7 @@ help:
 	@echo "make bench-scale  N agent processes x G groups over electhost's broker: time to lead, CPU, RSS, messages, failover (BENCH_SCALE_FLAGS=$(BENCH_SCALE_FLAGS))"
 	@echo "make fuzz    every Fuzz target for FUZZTIME=$(FUZZTIME)"
 	@echo "make soak    a long simulation (SOAK_SEEDS=$(SOAK_SEEDS) seeds per mode: fault mix + failover, the targeted schedule, then (quorum) every seed changing membership)"
-	@echo "make mutants mutate the core, one known bug at a time, and show the simulator catches each (core/sim/mutants)"
+	@echo "make mutants mutate the core, one known bug at a time, and show the simulator (and, for membership, the property checker) catches each (core/sim/mutants)"
 
 build: $(BIN)
 

@@ -140,7 +140,7 @@
 // successor sent on a healed network (after the fault phase and its late
 // messages, nothing cut off) to a member that stays up should make that
 // member leader of the next term. Result.HandoffsNamed and HandoffsLost
-// count them; CI's quorum suites require none lost.
+// count them; CI's quorum suites log them.
 //
 // # Measuring scenarios
 //

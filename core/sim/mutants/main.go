@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,21 @@ import (
 // entries with one Name are one mutation of several replacements.
 type mutation struct {
 	Name, File, Old, New string
+}
+
+// property lists the mutations the property checker (core's
+// TestSafetyUnderArbitrarySchedules, an independent checker on rapid's
+// schedules) must catch too, within -rapid-checks schedules: every
+// membership mutation.
+var property = map[string]bool{
+	"election-restriction-removed":   true,
+	"propose-before-restamp-commits": true,
+	"restamp-old-term":               true,
+	"acks-kept-across-proposal":      true,
+	"no-restamp-on-election":         true,
+	"commit-on-any-ack":              true,
+	"adopt-any-other-version":        true,
+	"handoff-to-member-behind":       true,
 }
 
 var mutations = []mutation{
@@ -75,6 +91,17 @@ var mutations = []mutation{
 	{"propose-before-restamp-commits", "membership.go",
 		"\tg.dirty = true\n\tg.confCommitted, g.confAcked = false, g.confAcked[:0]\n\tif g.removeOnLead",
 		"\tg.dirty = true\n\tg.confCommitted, g.confAcked = true, g.confAcked[:0]\n\tif g.removeOnLead"},
+	// A new leader's re-stamp under the term it had (Ongaro's fix needs
+	// the leader's own term: its changes must order after any uncommitted
+	// one of an earlier leader).
+	{"restamp-old-term", "membership.go",
+		"c.ver = confVersion{g.term, c.ver.index + 1}",
+		"c.ver = confVersion{c.ver.term, c.ver.index + 1}"},
+	// A proposal that keeps the acks of the configuration before it: the
+	// new one counts as committed on acks of the old version.
+	{"acks-kept-across-proposal", "membership.go",
+		"\tg.dirty = true\n\tg.confCommitted, g.confAcked = false, g.confAcked[:0]\n\t// Every heartbeat",
+		"\tg.dirty = true\n\tg.confCommitted = false\n\t// Every heartbeat"},
 	{"no-restamp-on-election", "quorum.go", // but the first, which gives the initial members a version
 		"\tg.restamp()\n",
 		"\tif g.conf.ver.index == 0 {\n\t\tg.restamp()\n\t} else {\n\t\tg.confCommitted, g.confAcked = false, g.confAcked[:0]\n\t}\n"},
@@ -154,6 +181,7 @@ func main() {
 	run := flag.String("run", "", "only the mutations whose name matches this regexp")
 	baseline := flag.Bool("baseline", true, "first check that the unmutated core passes the same seeds")
 	only := flag.String("suite", "", "with -probe: run only this suite")
+	flag.IntVar(&propertyChecks, "rapid-checks", propertyChecks, "schedules of the property checker per mutation marked for it (0: skip it)")
 	flag.Parse()
 	if *probe {
 		c, err := probeSuites(*first, *seeds, *only)
@@ -260,6 +288,27 @@ func mutate(pattern string, first uint64, seeds int, baseline bool) error {
 		default:
 			fmt.Printf("%-28s caught: %s seed %d (after %d seeds, %s): %s: %s\n", m.Name, c.Suite, c.Seed, c.SeedsRun, took, c.Invariant, c.Detail)
 		}
+		if (m.File == "" || property[m.Name]) && propertyChecks > 0 {
+			// The property checker too: a second, independent checker
+			// must not depend on the simulator's schedules to see it.
+			pstart := time.Now()
+			caughtAfter, detail, err := runProperty(root, overlay, propertyChecks)
+			if err != nil {
+				return fmt.Errorf("%s: %w", m.Name, err)
+			}
+			ptook := time.Since(pstart).Round(100 * time.Millisecond)
+			switch {
+			case m.File == "" && caughtAfter >= 0:
+				return fmt.Errorf("the property checker fails the unmutated core: %s: fix it first", detail)
+			case m.File == "":
+				fmt.Printf("%-28s property checker: clean, %d schedules (%s)\n", "unmutated core", propertyChecks, ptook)
+			case caughtAfter < 0:
+				survivors = append(survivors, m.Name+" (property checker)")
+				fmt.Printf("%-28s property checker: SURVIVED %d schedules (%s)\n", m.Name, propertyChecks, ptook)
+			default:
+				fmt.Printf("%-28s property checker: caught after %d schedules (%s, build included): %s\n", m.Name, caughtAfter+1, ptook, detail)
+			}
+		}
 	}
 	if len(survivors) > 0 {
 		return fmt.Errorf("mutations not caught within %d seeds per suite: %s", seeds, strings.Join(survivors, ", "))
@@ -316,6 +365,40 @@ func runProbe(root, overlay string, first uint64, seeds int, only string) (caugh
 		return c, fmt.Errorf("probe output %q: %w", out, err)
 	}
 	return c, nil
+}
+
+// propertyChecks is how many schedules the property checker runs per
+// mutation marked for it; a fixed rapid seed makes the run reproducible.
+var propertyChecks = 3000
+
+const propertySeed = 1
+
+var rapidFailed = regexp.MustCompile(`\[rapid\] failed after (\d+) tests: (.*)`)
+
+// runProperty runs core's property checker (TestSafetyUnderArbitrarySchedules)
+// on the mutated core. It returns the number of schedules that passed before
+// one failed, or −1 if none failed. A failure that is not rapid's (the test
+// binary does not build) is an error.
+func runProperty(root, overlay string, checks int) (int, string, error) {
+	args := []string{"test", "-count=1", "-vet=off", "-run", "^TestSafetyUnderArbitrarySchedules$"}
+	if overlay != "" {
+		args = append(args, "-overlay", overlay)
+	}
+	// No time on shrinking (30 s by default): the failure is the answer.
+	args = append(args, "./core", "-rapid.checks", fmt.Sprint(checks), "-rapid.seed", fmt.Sprint(propertySeed),
+		"-rapid.nofailfile", "-rapid.shrinktime", "1s")
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return -1, "", nil
+	}
+	m := rapidFailed.FindSubmatch(out)
+	if m == nil {
+		return 0, "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n, string(m[2]), nil
 }
 
 func moduleRoot() (string, error) {
