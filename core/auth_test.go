@@ -368,6 +368,10 @@ func TestCanonicalCoversWireFields(t *testing.T) {
 	notCovered := map[string]string{
 		"ElectedAt": "informational, never read", "Timestamp": "informational, never read",
 		"Sig": "the signature itself", "prio": "storage for Priority",
+		// Stripping a signed "hold":0 only makes its receiver wait the
+		// longest hold; signing the presence would make older receivers
+		// refuse every resign (they sign no such bit).
+		"holdSet": "whether Hold was present",
 	}
 	typ := reflect.TypeFor[wireMsg]()
 	for i := range typ.NumField() {

@@ -377,9 +377,7 @@ func (g *group) sendPushedVote(e *Engine, candidate string, term, hold uint64) {
 	e.enc.num("term", term)
 	e.enc.flag("granted")
 	e.enc.flag("handoff")
-	if hold > 0 {
-		e.enc.num("hold", hold)
-	}
+	e.enc.num("hold", hold) // even 0: a missing hold means the longest (heldFor)
 	g.encodeConfVersion(e)
 	e.publish(g, e.enc.end())
 }
@@ -408,7 +406,7 @@ func (g *group) onVote(e *Engine, m *wireMsg) string {
 			// resign reached us: the successor's term is the one after ours.
 			g.enterTerm(e, m.Term)
 			g.vote, g.dirty = g.cfg.ID, true
-			g.startHandoffCandidacy(e, m.Hold)
+			g.startHandoffCandidacy(e, heldFor(m))
 		default:
 			return ""
 		}
@@ -424,7 +422,7 @@ func (g *group) onVote(e *Engine, m *wireMsg) string {
 	case !m.Pre && g.role == RoleCandidate && m.Term == g.term:
 		if m.Handoff {
 			g.handoff = true // cast before our request: no lease from votes
-			g.holdLease(e, m.Hold)
+			g.holdLease(e, heldFor(m))
 		}
 		if g.addVote(m.From) {
 			g.becomeLeader(e)
@@ -465,6 +463,22 @@ func (g *group) holdLease(e *Engine, hold uint64) {
 		g.leaseNotBefore = max(g.leaseNotBefore, e.now+g.holdWait(hold))
 	}
 }
+
+// heldFor is the hold a resign or pushed vote asks its receiver to wait out
+// (holdWait bounds it). A message without one — forged, or from an agent
+// older than holds — gets the longest: one forged resign without a hold made
+// its successor take a lease, and start its command, 7 ms later while the
+// leader it named as resigning ran another 337 ms. Every resign and pushed
+// vote of ours carries it, 0 included.
+func heldFor(m *wireMsg) uint64 {
+	if !m.holdSet {
+		return maxHold
+	}
+	return m.Hold
+}
+
+// maxHold is the largest hold on the wire (wirejson.go).
+const maxHold = 1<<32 - 1
 
 // holdWait is how long this clock waits out a hold of the resigning
 // leader's clock (see holdLease).
@@ -643,9 +657,7 @@ func (g *group) resign(e *Engine, target string, remove, pin bool) string {
 		e.enc.flag("pin")
 	}
 	g.encodeConfVersion(e)
-	if g.cfg.HandoffHoldMs > 0 {
-		e.enc.num("hold", uint64(g.cfg.HandoffHoldMs))
-	}
+	e.enc.num("hold", uint64(g.cfg.HandoffHoldMs)) // even 0: a missing hold means the longest (heldFor)
 	e.publish(g, e.enc.end())
 	return ""
 }
@@ -724,7 +736,7 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 		// nor a drained one: it takes the resign as one naming nobody.)
 		// Free to vote once the resigning leader's application may have
 		// stopped (at once without a hold): no successor waits it out.
-		free := now - g.cfg.ElectionTimeoutMs + g.holdWait(m.Hold)
+		free := now - g.cfg.ElectionTimeoutMs + g.holdWait(heldFor(m))
 		g.lastLeaderContact = free
 		g.resetElectionTimer(free)
 		return ""
@@ -741,9 +753,9 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 		}
 		if candidate {
 			g.handoff = true // the resigner's vote was cast before any request of ours
-			g.holdLease(e, m.Hold)
+			g.holdLease(e, heldFor(m))
 		} else {
-			g.startHandoffCandidacy(e, m.Hold)
+			g.startHandoffCandidacy(e, heldFor(m))
 		}
 		if g.addVote(m.From) {
 			g.becomeLeader(e)
@@ -752,7 +764,7 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 	}
 	g.lastLeaderContact = now
 	g.resetElectionTimer(now)
-	g.sendPushedVote(e, m.To, next, m.Hold)
+	g.sendPushedVote(e, m.To, next, heldFor(m))
 	return ""
 }
 

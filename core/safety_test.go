@@ -416,3 +416,56 @@ func TestForgedPushedVoteHoldIsBounded(t *testing.T) {
 	}
 	t.Logf("leases %v %d ms after the forged vote", n.leaseUntil, n.now-forgedAt)
 }
+
+// A resign without a hold, forged in the leader's name while it still leads
+// (authentication off), made its successor take a lease — and start its
+// command — at once, while the real leader's lease ran on. A missing hold is
+// the longest a receiver honours: the successor's lease begins only after
+// the real leader's could have ended. (The harness fails the test when two
+// nodes hold a lease at one instant.) Genuine resigns always carry a hold.
+func TestResignWithoutHoldWaitsOutTheLease(t *testing.T) {
+	n := newTestNet(t, ModeQuorum, "a", "b", "c")
+	n.cfgHook = func(c *Config) { c.NoPriorityTransfer = true }
+	restartAll(n)
+	l := electLeader(t, n)
+	if n.leaseUntil[l] <= n.now {
+		t.Fatalf("%s holds no lease", l)
+	}
+	f := n.others(l)
+	to := f[0]
+	st := n.status(l)
+	forged := fmt.Sprintf(`{"type":"resign","group":"g","from":"%s","leader":"%s","term":%d,"to":"%s","conf_term":%d,"conf_index":%d}`,
+		l, l, st.Term, to, st.ConfTerm, st.ConfIndex)
+	for _, id := range f {
+		n.step(id, &Input{Now: n.now, Inbound: []Message{{Topic: Topic("g"), Payload: []byte(forged)}}})
+	}
+	forgedAt := n.now
+	n.take()
+	var firstLease int64
+	for n.now < forgedAt+3*DefaultElectionTimeoutMs && firstLease == 0 {
+		n.advance(10, 10)
+		if s := n.status(to); s.Role == RoleLeader && n.leaseUntil[to] > n.now {
+			firstLease = n.now
+		}
+	}
+	if firstLease == 0 {
+		t.Fatalf("%s took no lease %d ms after the forged resign: leaders %v\n%s", to, n.now-forgedAt, n.leaders(), n.take())
+	}
+	// The longest hold, MaxLeaseMs (1959 at the defaults), counted on our
+	// clock at (1+ρ)/(1−ρ): 1999 ms.
+	if want := int64(1999); firstLease-forgedAt < want {
+		t.Fatalf("%s took a lease %d ms after a resign without hold, want ≥ %d", to, firstLease-forgedAt, want)
+	}
+	t.Logf("%s took its lease %d ms after the forged resign", to, firstLease-forgedAt)
+
+	// A genuine resign carries its hold even when it is 0, and so do the
+	// votes it pushes.
+	n.quiet = false
+	n.take()
+	n.step(to, &Input{Now: n.now, Commands: []Command{{Kind: CmdTransfer, Group: "g", Target: l}}})
+	n.deliverRound()
+	got := n.take()
+	if strings.Count(got, `"hold":0`) < 2 {
+		t.Fatalf("a resign with HandoffHoldMs 0 and its pushed vote should say hold 0:\n%s", got)
+	}
+}

@@ -38,7 +38,7 @@ type wireMsg struct {
 	Pre       bool    `json:"pre,omitempty"`
 	Granted   bool    `json:"granted,omitempty"`
 	Handoff   bool    `json:"handoff,omitempty"` // a vote pushed by a resign, not asked for
-	Hold      uint64  `json:"hold,omitempty"`    // a resign (and the votes it pushes): the resigning leader's HandoffHoldMs
+	Hold      uint64  `json:"hold,omitempty"`    // a resign (and the votes it pushes): the resigning leader's HandoffHoldMs (see heldFor)
 	ElectedAt string  `json:"elected_at,omitempty"`
 	// Membership (membership.go): the configuration version a vote request,
 	// heartbeat, ack or config message carries; a config message's member
@@ -60,7 +60,8 @@ type wireMsg struct {
 	Ctr   uint64 `json:"ctr,omitempty"`
 	Sig   string `json:"sig,omitempty"`
 
-	prio uint32 // Priority points here when parseWire sets it
+	prio    uint32 // Priority points here when parseWire sets it
+	holdSet bool   // the message carries a hold (a missing one is the longest: heldFor)
 }
 
 // flexStamp stands for the seed's heartbeat "timestamp", which it writes as a

@@ -210,7 +210,8 @@ func (d *jsonScanner) field(m *wireMsg, key []byte) bool {
 	case "handoff":
 		return d.boolField(&m.Handoff)
 	case "hold":
-		return d.uintField(&m.Hold, 1<<32-1)
+		m.holdSet = d.peek() != 'n'
+		return d.uintField(&m.Hold, maxHold)
 	case "timestamp": // informational: a string, a number or null
 		switch c := d.peek(); {
 		case c == '"', c == '-', '0' <= c && c <= '9', c == 'n':

@@ -36,6 +36,11 @@ func parseWireJSON(p []byte, m *wireMsg) error {
 	if err := json.Unmarshal(p, m); err != nil {
 		return fmt.Errorf("malformed: %v", err)
 	}
+	var keys map[string]json.RawMessage // a hold is present unless missing or null
+	if json.Unmarshal(p, &keys) == nil {
+		v, ok := keys["hold"]
+		m.holdSet = ok && string(v) != "null"
+	}
 	return nil
 }
 
