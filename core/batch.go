@@ -198,7 +198,11 @@ const (
 	// leader reports every commit, its re-stamp after each election
 	// included; a follower reports a commit it is told of when the member
 	// set differs from the last it reported.
-	EventConfig
+	EventConfig // EventTermSpent: this member's term is MaxTerm, so it can hold no
+	// further election (terms never wrap): reported when it joins so and
+	// whenever it would campaign (once per election timeout). Only a reset
+	// of its persisted state brings it back (Reason says so).
+	EventTermSpent
 )
 
 func (k EventKind) String() string {
@@ -221,6 +225,8 @@ func (k EventKind) String() string {
 		return "duplicate-id"
 	case EventConfig:
 		return "config"
+	case EventTermSpent:
+		return "term-spent"
 	}
 	return "unknown"
 }

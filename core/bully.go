@@ -25,6 +25,7 @@ func (g *group) tickBully(e *Engine) {
 func (g *group) campaignBully(e *Engine) {
 	if g.term >= MaxTerm {
 		g.resetElectionTimer(e.now)
+		g.termSpent(e)
 		return // the term space is spent (terms never wrap)
 	}
 	g.elections++
@@ -67,7 +68,7 @@ func (g *group) stepBully(e *Engine, m *wireMsg) string {
 	if sender == nil {
 		return "sender " + m.From + " is not a member"
 	}
-	if reason := g.implausibleTerm(m); reason != "" {
+	if reason := g.implausibleTerm(m, e.now); reason != "" {
 		return reason
 	}
 	switch m.Type {

@@ -66,10 +66,17 @@ const (
 	// a member at MaxTerm holds no further election, so terms never wrap.
 	// At a thousand elections a second it lasts 285,000 years.
 	MaxTerm = 1<<53 - 1
-	// MaxTermJump bounds how far one message may move a member's term: 2^32
-	// elections, more than any honest member can be ahead. A message further
-	// ahead is refused, so no one message spends the term space.
-	MaxTermJump = 1 << 32
+	// MaxTermStep bounds how far one message may move a member's term
+	// beyond a thousand terms per millisecond since its term last moved (or
+	// it joined): a message further ahead is refused (implausibleTerm).
+	// Honest terms advance far slower (a term per election or hand-off), so
+	// a member cut off catches up with the first message it hears; a flood
+	// of N messages over t ms moves a term at most N×(MaxTermStep+1) +
+	// 1000×t, so the term space lasts 285 years of flooding, and members a
+	// flood set apart agree again within N×MaxTermStep µs.
+	MaxTermStep = 16
+	// termsPerMs is the rate at which that allowance grows.
+	termsPerMs = 1000
 )
 
 // Config configures one election group. The zero value of every field but ID,

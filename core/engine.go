@@ -154,6 +154,7 @@ func (e *Engine) join(spec *GroupSpec) {
 	g.wake = g.nextWake()
 	heap.Push(&e.timers, g)
 	e.event(Event{Kind: EventJoined, Group: cfg.Group, Term: g.term})
+	g.termSpent(e)
 }
 
 func (e *Engine) receive(m *Message) {
@@ -189,10 +190,14 @@ func (e *Engine) receive(m *Message) {
 	}
 	g.trackIncarnation(e, &e.msg)
 	var reason string
+	term := g.term
 	if g.cfg.Mode == ModeQuorum {
 		reason = g.stepQuorum(e, &e.msg)
 	} else {
 		reason = g.stepBully(e, &e.msg)
+	}
+	if g.term != term {
+		g.termSince = e.now
 	}
 	if reason != "" {
 		g.rejected++

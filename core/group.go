@@ -53,9 +53,10 @@ type group struct {
 	lease       int64 // quorum: the lease runs until this time
 	stepDownAt  int64 // quorum: step down unless the lease is renewed by then
 
-	dirty   bool // term or vote changed in this batch
-	wake    int64
-	heapIdx int
+	dirty     bool  // term or vote changed in this batch
+	termSince int64 // when a message last moved the term (or the join): implausibleTerm
+	wake      int64
+	heapIdx   int
 
 	rng rand.PCG
 
@@ -147,7 +148,7 @@ func newGroup(cfg Config, st GroupState, now int64) *group {
 	// lease it acknowledged before it crashed. A member with no persisted
 	// term has never heard a leader (hearing one persists its term), so it
 	// may vote at once.
-	g.lastLeaderContact = now
+	g.lastLeaderContact, g.termSince = now, now
 	if st.Term == 0 {
 		g.lastLeaderContact = now - cfg.ElectionTimeoutMs
 	}
@@ -255,16 +256,28 @@ func (g *group) trackIncarnation(e *Engine, m *wireMsg) {
 	f.prevInc, f.inc = f.inc, m.Inc
 }
 
-// implausibleTerm refuses a message whose term no honest member could have
-// reached from ours: more than MaxTermJump ahead. Terms never wrap (the
-// decoder refuses any above MaxTerm), and one forged message can no longer
-// spend the term space and stop every election for good (issue 9, defect 4).
-func (g *group) implausibleTerm(m *wireMsg) string {
+// implausibleTerm refuses a message whose term (or, a resign, its
+// successor's; a config, its conf_term) is further ahead of ours than honest terms can be
+// (MaxTermStep): one forged message moved a term by up to 2^32, and 6
+// million of them brought every member of a group to MaxTerm, where no
+// election is ever held again.
+func (g *group) implausibleTerm(m *wireMsg, now int64) string {
 	t := max(m.Term, m.ConfTerm) // a configuration's term has begun too
-	if t > g.term && t-g.term > MaxTermJump {
-		return "term " + uitoa(t) + " of " + m.From + " is implausibly far ahead of ours (" + uitoa(g.term) + ")"
+	if m.Type == typeResign {
+		t = max(t, m.Term+1)
+	}
+	if limit := g.term + MaxTermStep + termsPerMs*uint64(max(now-g.termSince, 0)); t > limit {
+		return "term " + uitoa(max(m.Term, m.ConfTerm)) + " of " + m.From + " is further ahead of ours (" + uitoa(g.term) + ") than terms can move by now"
 	}
 	return ""
+}
+
+// termSpent reports a member at MaxTerm, which no election can move on.
+func (g *group) termSpent(e *Engine) {
+	if g.term >= MaxTerm {
+		e.event(Event{Kind: EventTermSpent, Group: g.cfg.Group, Term: g.term, Reason: "the term space is spent: " +
+			"this member can hold no election until its persisted state is reset, which restarts terms (the fencing token) from 0"})
+	}
 }
 
 // splitmix64 is SplitMix64's output function: a bijective mix of x.

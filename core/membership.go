@@ -317,7 +317,7 @@ func (g *group) onConfig(e *Engine, m *wireMsg) string {
 		// member holding a version of a later term than its own could
 		// otherwise still lead an earlier term (a late pushed vote) and
 		// re-stamp its configuration older than the one it persisted.
-		if reason := g.implausibleTerm(m); reason != "" {
+		if reason := g.implausibleTerm(m, e.now); reason != "" {
 			return reason
 		}
 		g.enterTerm(e, v.term)

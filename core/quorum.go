@@ -64,6 +64,7 @@ func (g *group) campaignNow(e *Engine) string {
 func (g *group) preCampaign(e *Engine) {
 	if g.term >= MaxTerm || !g.voter || g.drained {
 		g.resetElectionTimer(e.now)
+		g.termSpent(e)
 		return // the term space is spent (terms never wrap), or not a member: no election
 	}
 	g.elections++
@@ -277,7 +278,7 @@ func (g *group) stepQuorum(e *Engine, m *wireMsg) string {
 		// member holds an older version than the members that removed it,
 		// so they still refuse it (thesis §4.2.3).
 	}
-	if reason := g.implausibleTerm(m); reason != "" {
+	if reason := g.implausibleTerm(m, e.now); reason != "" {
 		return reason
 	}
 	if m.Type == typeAck && g.role != RoleLeader && g.member(m.Leader) == nil && g.conf.ver.before(m.confVer()) {

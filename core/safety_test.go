@@ -6,18 +6,19 @@ import (
 	"testing"
 )
 
-// Issue 9, defect 4: one forged message must not move the group's terms out
-// of reach. Terms never wrap, no message moves a member further than
-// MaxTermJump, and votes and acks addressed to others move no one.
+// One forged message must not move the group's terms out of reach. Terms
+// never wrap, no message moves a member further than MaxTermStep beyond a
+// thousand terms per millisecond since its term last moved, and votes and
+// acks addressed to others move no one.
 func TestForgedTermsCannotStopElections(t *testing.T) {
 	for _, tc := range []struct {
 		name, payload, reason string
 	}{
 		{"wrapping term", `{"type":"leader","group":"g","from":"b","leader":"b","term":18446744073709551615}`, "exceeds"},
 		{"beyond MaxTerm", fmt.Sprintf(`{"type":"heartbeat","group":"g","from":"b","leader":"b","term":%d}`, uint64(MaxTerm)+1), "exceeds"},
-		{"implausible jump", fmt.Sprintf(`{"type":"heartbeat","group":"g","from":"b","leader":"b","term":%d}`, uint64(MaxTermJump)+2), "implausibly far ahead"},
+		{"implausible jump", fmt.Sprintf(`{"type":"heartbeat","group":"g","from":"b","leader":"b","term":%d}`, 1<<40), "further ahead"},
 		{"vote for another", `{"type":"vote","group":"g","from":"b","candidate":"c","term":500,"granted":true}`, ""},
-		{"vote request jump", fmt.Sprintf(`{"type":"election","group":"g","from":"b","candidate":"b","priority":1,"term":%d}`, uint64(MaxTermJump)+5), "implausibly far ahead"},
+		{"vote request jump", fmt.Sprintf(`{"type":"election","group":"g","from":"b","candidate":"b","priority":1,"term":%d}`, 1<<40+5), "further ahead"},
 		{"ack for another", `{"type":"ack","group":"g","from":"b","leader":"c","term":500,"seq":1}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,7 +46,8 @@ func TestForgedTermsCannotStopElections(t *testing.T) {
 }
 
 // A member at MaxTerm holds no election (its next term would not fit) and
-// says so by staying a follower; a state beyond MaxTerm (written by an older
+// says so, loudly: a term-spent event at join and whenever it would
+// campaign; a state beyond MaxTerm (written by an older
 // version) is refused at join with what to do about it.
 func TestTermsNeverWrap(t *testing.T) {
 	e := NewEngine()
@@ -54,12 +56,29 @@ func TestTermsNeverWrap(t *testing.T) {
 	if err := e.Join(GroupSpec{Config: cfg, State: GroupState{Group: "g", Term: MaxTerm}}, 0, &out); err != nil {
 		t.Fatal(err)
 	}
+	spent := func() (n int) {
+		for _, ev := range out.Events {
+			if ev.Kind == EventTermSpent && ev.Term == MaxTerm && strings.Contains(ev.Reason, "reset") {
+				n++
+			}
+		}
+		return n
+	}
+	if spent() != 1 {
+		t.Fatalf("joined at MaxTerm without a term-spent event: %+v", out.Events)
+	}
+	reports := 0
 	for now := int64(0); now < 20_000; now += 100 {
 		out.Reset()
 		e.Step(&Input{Now: now}, &out)
 		if len(out.Publishes) > 0 {
 			t.Fatalf("published at MaxTerm: %s", out.Publishes[0].Payload)
 		}
+		reports += spent()
+	}
+	// Said again whenever it would campaign: every election timeout or so.
+	if reports < 20_000/(DefaultElectionTimeoutMs*13/8)-1 {
+		t.Fatalf("%d term-spent reports in 20 s", reports)
 	}
 	if s, _ := e.Status("g"); s.Term != MaxTerm || s.Role == RoleLeader {
 		t.Fatalf("status %+v", s)
@@ -468,4 +487,90 @@ func TestResignWithoutHoldWaitsOutTheLease(t *testing.T) {
 	if strings.Count(got, `"hold":0`) < 2 {
 		t.Fatalf("a resign with HandoffHoldMs 0 and its pushed vote should say hold 0:\n%s", got)
 	}
+}
+
+// A flood moves a term linearly, not by 2^32 a message: acks addressed to a
+// member used to move it 2^32 terms each, and about 6 million of them
+// brought a whole group to MaxTerm for good. Now N messages move a term at
+// most N×(MaxTermStep+1) plus a thousand terms per millisecond, and the
+// group still elects afterwards.
+func TestTermFloodMovesTermsLinearly(t *testing.T) {
+	n := newTestNet(t, ModeQuorum, "a", "b", "c")
+	l := electLeader(t, n)
+	f := n.others(l)[0]
+	from := n.others(l)[1]
+	flood := func(n *testNet, count int, ahead func(term uint64) uint64) {
+		for range count {
+			term := n.status(f).Term
+			p := fmt.Sprintf(`{"type":"ack","group":"g","from":"%s","leader":"%s","term":%d}`, from, f, term+ahead(term))
+			var out Output
+			n.nodes[f].Step(&Input{Now: n.now, Inbound: []Message{{Topic: Topic("g"), Payload: []byte(p)}}}, &out)
+		}
+	}
+	// The old attack, 2^32 ahead each time: refused, the term stays.
+	before := n.status(f).Term
+	flood(n, 1000, func(uint64) uint64 { return 1 << 32 })
+	if got := n.status(f).Term; got != before {
+		t.Fatalf("1000 acks 2^32 terms ahead moved %s from term %d to %d", f, before, got)
+	}
+	// The most a flood can do: every message as far ahead as is accepted.
+	const count = 100_000
+	before = n.status(f).Term
+	start := n.now
+	g := n.nodes[f].groups[Topic("g")]
+	greedy := func(uint64) uint64 { return MaxTermStep + termsPerMs*uint64(n.now-g.termSince) }
+	flood(n, count/2, greedy)
+	n.now += 1000 // a second later, half as many again
+	flood(n, count/2, greedy)
+	moved := n.status(f).Term - before
+	if bound := uint64(count*(MaxTermStep+1)) + termsPerMs*uint64(n.now); moved > bound || moved < count*MaxTermStep {
+		t.Fatalf("%d messages over %d ms moved %s by %d terms, more than %d", count, n.now-start, f, moved, bound)
+	}
+	t.Logf("%d forged acks over %d ms moved %s by %d terms (MaxTerm is %d)", count, n.now-start, f, moved, uint64(MaxTerm))
+	n.deliverAll()
+	n.take()
+	n.advance(3*DefaultElectionTimeoutMs, 10)
+	if ls := n.leaders(); len(ls) != 1 {
+		t.Fatalf("leaders after the flood: %v", ls)
+	}
+}
+
+// A member cut off while the others moved on many terms follows their
+// leader as soon as its term limit allows: within a microsecond per term it
+// is behind beyond MaxTermStep, so at the next heartbeat.
+func TestPartitionedMemberCatchesUpFarAhead(t *testing.T) {
+	n := newTestNet(t, ModeQuorum, "a", "b", "c")
+	n.cfgHook = func(c *Config) { c.NoPriorityTransfer = true }
+	restartAll(n)
+	l := electLeader(t, n)
+	away := n.others(l)[0]
+	n.partition([]string{away}, n.others(away))
+	// 200 hand-offs in one instant: 200 terms ahead of away.
+	const handoffs = 200
+	for range handoffs {
+		next := n.others(l)[0]
+		if next == away {
+			next = n.others(l)[1]
+		}
+		n.step(l, &Input{Now: n.now, Commands: []Command{{Kind: CmdTransfer, Group: "g", Target: next}}})
+		n.deliverAll()
+		l = next
+	}
+	if ls := n.leaders(); len(ls) != 1 || n.status(l).Term < n.status(away).Term+handoffs {
+		t.Fatalf("leaders %v, %s at term %d, %s at %d", ls, l, n.status(l).Term, away, n.status(away).Term)
+	}
+	// It restarts as the partition heals, so its term has just "moved"
+	// (joined): 200 terms is beyond MaxTermStep, and it may follow once its
+	// limit reaches the leader's term, a fraction of a millisecond later.
+	n.crash(away)
+	n.start(away)
+	clear(n.cut)
+	healed := n.now
+	for n.now < healed+2000 && (n.status(away).Leader != l || n.status(away).Term != n.status(l).Term) {
+		n.advance(10, 10)
+	}
+	if s := n.status(away); s.Leader != l || s.Term != n.status(l).Term {
+		t.Fatalf("%s does not follow %s (term %d) 2 s after the heal: %+v", away, l, n.status(l).Term, s)
+	}
+	t.Logf("%s followed %s, %d terms ahead, %d ms after the heal", away, l, handoffs, n.now-healed)
 }

@@ -553,6 +553,8 @@ func (a *Agent) event(el *Election, ev core.Event, refused map[uint64]string) {
 		if el != nil {
 			el.config(ev)
 		}
+	case core.EventTermSpent:
+		a.logger.Error("term space spent: this member can hold no election", "group", ev.Group, "term", ev.Term, "reason", ev.Reason)
 	}
 }
 

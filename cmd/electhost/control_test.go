@@ -33,6 +33,7 @@ func TestReadiness(t *testing.T) {
 		{"outside the configuration, leader heard", func() core.Status { s := follower(10_000 - 100); s.Voter = false; return s }(), false, "not in the configuration"},
 		{"leading with a lease", leader(10_001), true, "leads term 3"},
 		{"leading, lease over", leader(10_000), false, "without a current lease"},
+		{"term space spent", func() core.Status { s := follower(10_000 - 100); s.Term = core.MaxTerm; return s }(), false, "reset-state"},
 		{"bully leader needs no lease", core.Status{ID: "a", Mode: core.ModeBully, Role: core.RoleLeader, Leader: "a", Term: 3}, true, "leads"},
 	} {
 		ready, why := readiness(c.st, 10_000, et)

@@ -117,12 +117,15 @@ const drainedWords = "drained: this agent does not lead (electhost undrain ends 
 // leadership is current as far as this agent can tell. This agent leading:
 // in quorum mode its lease must be running (bully has none). Another member
 // leading: it must have been heard within the election timeout, the silence
-// after which a follower stops trusting it and campaigns. A leader merely
+// after which a follower stops trusting it and campaigns. An agent whose
+// term is MaxTerm is never ready: it can hold no election. A leader merely
 // remembered (a broker outage, a pre-candidate) is not ready. In quorum mode
 // an agent outside the configuration (started with --join and not yet
 // added, or removed) is not ready either: it takes no part in the group.
 func readiness(cs core.Status, now int64, electionTimeoutMs int64) (bool, string) {
 	switch {
+	case cs.Term >= core.MaxTerm:
+		return false, "the term space is spent (term " + strconv.FormatUint(cs.Term, 10) + "): this agent can hold no election; stop it and run electhost reset-state (terms, the fencing token, restart from 0)"
 	case cs.Mode == core.ModeQuorum && !cs.Voter:
 		return false, "not in the configuration (waiting to be added, or removed): a non-voter"
 	case cs.Leader == "":

@@ -568,6 +568,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 			s.IsLeader = cs.Role == core.RoleLeader
 			s.ConfIndex, s.ConfMembers, s.ConfCommitted, s.Voter = cs.ConfIndex, len(cs.Members), cs.ConfCommitted, cs.Voter
 			s.Drained, s.Checked, s.Healthy, _ = gt.state()
+			s.TermSpent = cs.Term >= core.MaxTerm
 		}
 		if sup != nil {
 			ss := sup.Stats()

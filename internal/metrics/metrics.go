@@ -45,6 +45,7 @@ type Snapshot struct {
 	// Drained: the operator drained this agent (electhost drain): it does
 	// not lead. Checked: a health check is configured; Healthy: it passes.
 	Drained, Checked, Healthy bool
+	TermSpent                 bool // the term is core.MaxTerm: no election can be held
 }
 
 // FailoverBuckets are the failover histogram's upper bounds, in seconds:
@@ -144,6 +145,7 @@ func newSnapshotCollector(labels prometheus.Labels, source func() Snapshot) *sna
 		{d("voter", "1 while this agent is in the configuration (votes, may lead), 0 when waiting to be added or removed."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.Voter) }},
 		{d("drained", "1 while the operator has drained this agent (it neither campaigns nor accepts a hand-off), else 0."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.Drained) }},
 		{d("unhealthy", "1 while this agent's health check (--check, --check-http) fails, so that it does not lead, else 0."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.Checked && !s.Healthy) }},
+		{d("term_spent", "1 while this agent's term is the highest there is (MaxTerm): it can hold no election until its state is reset."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.TermSpent) }},
 	}}
 }
 

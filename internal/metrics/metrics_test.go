@@ -42,6 +42,7 @@ func TestExposition(t *testing.T) {
 		`electcore_voter{group="g1",id="a"} 1`,
 		`electcore_drained{group="g1",id="a"} 1`,
 		`electcore_unhealthy{group="g1",id="a"} 1`,
+		`electcore_term_spent{group="g1",id="a"} 0`,
 		`electcore_leader_changes_total{group="g1",id="a"} 2`,
 		`electcore_failover_seconds_bucket{group="g1",id="a",le="2"} 1`,
 		`electcore_failover_seconds_count{group="g1",id="a"} 1`,

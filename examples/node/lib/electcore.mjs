@@ -20,7 +20,7 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 export const Cmd = Object.freeze({ campaign: 1, resign: 2, transfer: 3, leave: 4, 'add-member': 5, 'remove-member': 6 });
 export const EventNames = Object.freeze({
   1: 'leader-changed', 2: 'became-leader', 3: 'lease', 4: 'stepped-down',
-  5: 'rejected', 6: 'joined', 7: 'left', 8: 'duplicate-id', 9: 'config',
+  5: 'rejected', 6: 'joined', 7: 'left', 8: 'duplicate-id', 9: 'config', 10: 'term-spent',
 });
 
 // Where electcore.wasm is: $ELECTCORE_WASM, else the repo root (`make wasm`).

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/host"
+	"github.com/electcore/electcore/statestore"
+	"github.com/electcore/electcore/transport/natstest"
+)
+
+// TestE2ETermSpentRecovery: a group whose every member is at MaxTerm (state
+// files an older version let a flood of forged messages write) says so —
+// a log line, /readyz, a metric — and comes back with the documented
+// recovery: stop every agent, reset-state each, start them again.
+func TestE2ETermSpentRecovery(t *testing.T) {
+	url, _ := natstest.Start(t)
+	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil,
+		100*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond)
+	stateDir := func(id string) string { return filepath.Join(c.root, "state-"+id) }
+	for _, id := range c.ids {
+		store, err := statestore.Open(stateDir(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := (&core.GroupState{Group: c.group, Term: core.MaxTerm}).MarshalMsg(nil)
+		if err := store.Save(host.StateName(id, c.group), b); err != nil {
+			t.Fatal(err)
+		}
+		store.Close()
+		c.start(id)
+	}
+	for _, id := range c.ids {
+		c.waitLog(id, "term space spent", 30*time.Second)
+		waitFor(t, 10*time.Second, id+" /readyz names reset-state", func() (bool, string) {
+			code, body, err := c.proc(id).get("/readyz")
+			return err == nil && code == 503 && strings.Contains(body, "reset-state"), body
+		})
+		if _, body, err := c.proc(id).get("/metrics"); err != nil || !strings.Contains(body, `electcore_term_spent{group="e2e",id="`+id+`"} 1`) {
+			t.Fatalf("%s /metrics: %v\n%s", id, err, body)
+		}
+	}
+	for _, id := range c.ids {
+		c.signal(id, syscall.SIGTERM)
+		c.waitExit(id, 30*time.Second)
+		if code, out, stderr := runCLI(t, 30*time.Second, nil, "reset-state", "--group", c.group, "--id", id, "--state-dir", stateDir(id)); code != 0 {
+			t.Fatalf("reset-state %s: exit %d\n%s%s", id, code, out, stderr)
+		}
+	}
+	for _, id := range c.ids {
+		c.start(id)
+	}
+	leader, term, took := c.waitAgreement("", 1, 30*time.Second)
+	t.Logf("after reset-state: %s leads term %d, %v after the restart", leader, term, took)
+}
