@@ -422,7 +422,10 @@ func (a *Agent) step() (more bool) {
 			return more
 		}
 		// The batch was lost; the restored instance's output (joins) is
-		// applied below. Requests are retried once in the next batch.
+		// applied below. Requests are retried once in the next batch. Its
+		// received messages count as dropped: each is then refused, dropped
+		// or handled in Stats, also across a trap.
+		a.countLost(in.Inbound)
 		a.failOrRetry(reqs, err)
 		reqs = nil
 		in = core.Input{}
@@ -432,6 +435,21 @@ func (a *Agent) step() (more bool) {
 	a.apply(&a.out, &in, reqs)
 	a.wakeAt = a.out.WakeAt
 	return more
+}
+
+// countLost counts msgs, received but lost with a trapped step, as dropped
+// (those naming a known member as from members too).
+func (a *Agent) countLost(msgs []core.Message) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, m := range msgs {
+		a.c.dropped.Add(1)
+		if from := senderOf(m.Payload); from != "" {
+			if _, ok := a.inbox.known[m.Topic][from]; ok {
+				a.c.droppedMember.Add(1)
+			}
+		}
+	}
 }
 
 // logDrops says, at most once per DropLogInterval, how many received
