@@ -240,8 +240,9 @@ func TestRestartsWithBackoff(t *testing.T) {
 	if n < 3 || n > 12 {
 		t.Fatalf("%d starts in 0.9 s with back-off 40..200 ms", n)
 	}
+	// The last start may be stopped before its shell wrote its line.
 	st := s.Stats()
-	if int(st.Starts) != n || st.Exits < uint64(n-1) {
+	if int(st.Starts) < n || int(st.Starts) > n+1 || st.Exits < uint64(n-1) {
 		t.Fatalf("stats %+v, starts in log %d", st, n)
 	}
 	mu.Lock()
