@@ -45,13 +45,16 @@ type AgentConfig struct {
 
 // Callbacks are an election's notifications, in the style of client-go's
 // leaderelection. They are called in order from one goroutine per election
-// (OnStartedLeading in a goroutine of its own); they must not block for long.
+// (OnStartedLeading in a goroutine of its own); they must not block for long
+// and must not call Agent.Close (which waits for them). Agent.Close returns
+// only after every callback has returned, so none runs after it.
 type Callbacks struct {
 	// OnStartedLeading runs in its own goroutine when this agent starts
 	// leading term. ctx is cancelled when leadership is lost: stepped down,
 	// left, agent closed, or — in quorum mode — at the lease's end unless a
 	// quorum extended it. In quorum mode it is called only once a lease is
-	// held. Tag every action with term (the fencing token).
+	// held. Tag every action with term (the fencing token). Return soon
+	// after ctx is cancelled: Agent.Close waits for it.
 	OnStartedLeading func(ctx context.Context, term uint64)
 	// OnStoppedLeading is called once after each OnStartedLeading, when its
 	// ctx is cancelled, with the reason.
@@ -113,10 +116,18 @@ type Agent struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	pub    *publisher
-	kick   chan struct{}
-	stop   chan struct{}
-	done   chan struct{}
-	c      agentCounters
+	// workers counts the goroutines the agent started besides its loop:
+	// the publisher, each election's dispatcher and each OnStartedLeading.
+	// Close waits for them.
+	workers sync.WaitGroup
+	// delivering is held (read) while a transport's deliver call is in the
+	// agent; Close takes it to shut the door (undelivered) on later calls.
+	delivering  sync.RWMutex
+	undelivered bool
+	kick        chan struct{}
+	stop        chan struct{}
+	done        chan struct{}
+	c           agentCounters
 	// nextReq numbers requests (joins, commands) for the core to echo.
 	nextReq atomic.Uint64
 
@@ -198,7 +209,7 @@ func startAgent(cfg AgentConfig, eng electionCore) *Agent {
 		a.cfg.DropLogInterval = 10 * time.Second
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
-	a.pub = newPublisher(a)
+	a.pub = newPublisher(a, &a.workers)
 	go a.loop()
 	return a
 }
@@ -229,7 +240,7 @@ func (a *Agent) join(ctx context.Context, cfg core.Config, cb Callbacks, drained
 	if err != nil {
 		return nil, err
 	}
-	el := &Election{a: a, cfg: cfg, cb: cb, disp: newDispatcher(), left: make(chan struct{})}
+	el := &Election{a: a, cfg: cfg, cb: cb, left: make(chan struct{})}
 	el.cfg.Members = append([]string(nil), cfg.Members...)
 	a.mu.Lock()
 	if a.closing {
@@ -240,6 +251,9 @@ func (a *Agent) join(ctx context.Context, cfg core.Config, cb Callbacks, drained
 		a.mu.Unlock()
 		return nil, fmt.Errorf("host: group %q already joined by this agent", cfg.Group)
 	}
+	// Started under mu, once the agent is known not to be closing, so that
+	// Close's wait covers it.
+	el.disp = newDispatcher(&a.workers)
 	a.elections[cfg.Group] = el
 	// Known before the subscription delivers anything: the members' own
 	// queues (inbox.go).
@@ -286,6 +300,11 @@ func randomIncarnation() uint64 {
 
 // deliver is the transport's callback for every subscribed topic.
 func (a *Agent) deliver(m transport.Message) {
+	a.delivering.RLock()
+	defer a.delivering.RUnlock()
+	if a.undelivered {
+		return // closed: the subscription is ending
+	}
 	if len(m.Payload) > 2*core.MaxPayload || len(m.Topic) > 2*core.MaxIDLen {
 		a.c.rejected.Add(1)
 		return
@@ -620,12 +639,20 @@ func (a *Agent) Stats() Stats {
 // live member), waits briefly (until ctx ends, at most 2 s) for those
 // messages to be published, then stops: subscriptions end, leaders' contexts
 // are cancelled, and the instance is closed. The transport is left open.
+//
+// Close returns once every goroutine the agent started has ended: its loop,
+// its publisher, each election's callbacks (the OnStoppedLeading calls this
+// causes included) and every OnStartedLeading, which must return once its
+// ctx is cancelled. No callback runs after Close returns, and no message the
+// transport still hands over reaches the agent. If ctx ends while callbacks
+// are still running, Close returns an error wrapping ctx's (the callbacks
+// finish on their own, later); a later Close waits for them again.
 func (a *Agent) Close(ctx context.Context) error {
 	a.mu.Lock()
 	if a.closing {
 		a.mu.Unlock()
 		<-a.done
-		return nil
+		return a.waitWorkers(ctx)
 	}
 	a.closing = true
 	a.mu.Unlock()
@@ -640,11 +667,33 @@ func (a *Agent) Close(ctx context.Context) error {
 	for _, el := range a.snapshotElections() {
 		el.leave("agent closed")
 	}
-	err := a.eng.Close(ctx)
+	// The subscriptions' contexts are cancelled; a transport may still be
+	// inside a deliver call or about to make one. Shut the door and wait
+	// for the calls inside.
+	a.delivering.Lock()
+	a.undelivered = true
+	a.delivering.Unlock()
+	err := errors.Join(a.eng.Close(ctx), a.waitWorkers(ctx))
 	if rerr != nil && !errors.Is(rerr, context.DeadlineExceeded) {
 		return errors.Join(rerr, err)
 	}
 	return err
+}
+
+// waitWorkers waits for the publisher, the dispatchers and the
+// OnStartedLeading calls to end, or for ctx.
+func (a *Agent) waitWorkers(ctx context.Context) error {
+	ended := make(chan struct{})
+	go func() {
+		a.workers.Wait()
+		close(ended)
+	}()
+	select {
+	case <-ended:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("host: close: callbacks still running: %w", ctx.Err())
+	}
 }
 
 // Election is one group joined by an Agent.
@@ -782,7 +831,16 @@ func (e *Election) startLeading() {
 	e.leading, e.leadCancel = true, cancel
 	term := e.term
 	if f := e.cb.OnStartedLeading; f != nil {
-		e.disp.do(func() { go f(ctx, term) })
+		// Counted from the dispatcher, whose own count keeps the agent's
+		// workers above zero until this one is added (sync.WaitGroup's rule).
+		workers := &e.a.workers
+		e.disp.do(func() {
+			workers.Add(1)
+			go func() {
+				defer workers.Done()
+				f(ctx, term)
+			}()
+		})
 	}
 	e.a.logger.Info("started leading", "group", e.cfg.Group, "id", e.cfg.ID, "term", term)
 }
@@ -825,9 +883,15 @@ type dispatcher struct {
 	closed bool
 }
 
-func newDispatcher() *dispatcher {
+// newDispatcher starts a dispatcher counted in wg until it ends (after
+// close, once its queue is empty).
+func newDispatcher(wg *sync.WaitGroup) *dispatcher {
 	d := &dispatcher{wake: make(chan struct{}, 1)}
-	go d.run()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.run()
+	}()
 	return d
 }
 
@@ -884,9 +948,14 @@ type publisher struct {
 	closed bool
 }
 
-func newPublisher(a *Agent) *publisher {
+// newPublisher starts a publisher counted in wg until it ends (after close).
+func newPublisher(a *Agent, wg *sync.WaitGroup) *publisher {
 	p := &publisher{a: a, wake: make(chan struct{}, 1), idle: make(chan struct{})}
-	go p.run()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		p.run()
+	}()
 	return p
 }
 

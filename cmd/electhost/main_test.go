@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/internal/testwasm"
+	"go.uber.org/goleak"
 )
 
 // The e2e tests run the real binary, built once here, against a real embedded
@@ -52,6 +53,14 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	testwasm.Cleanup()
 	os.RemoveAll(dir)
+	// A goroutine left behind by a test (an agent not closed, a callback or
+	// a transport's subscription outliving Close) fails the run.
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
