@@ -85,7 +85,7 @@ test-go: wasm
 # duplicate-id tests: the whole e2e suite under -race would about double
 # CI's time. RACE_RUN='' runs all of them. Measured at load ~45 on 2 cores:
 # electhost's subset 394 s (7 min with the -race builds), transport 30 s.
-RACE_PKGS := ./host ./transport
+RACE_PKGS := ./host ./transport/...
 RACE_RUN  ?= ^(Test[^E]|TestExecute|TestE2ENATS$$|TestE2EAuth$$|TestE2EDuplicateID$$)
 # demo and sim exercise the core and the in-memory bus, covered above.
 RACE_SKIP ?= ^(TestDemoCommand|TestSimCommand)$$

@@ -10,6 +10,7 @@ import (
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/mem"
 )
 
 // recorder collects an agent's callbacks.
@@ -71,7 +72,7 @@ func fastConfig(id, group string, members []string) core.Config {
 	return core.Config{ID: id, Group: group, Members: members, HeartbeatMs: 20, ElectionTimeoutMs: 100}
 }
 
-func startAgents(t *testing.T, bus *transport.MemBus, ids []string, group string) []*testAgent {
+func startAgents(t *testing.T, bus *mem.Bus, ids []string, group string) []*testAgent {
 	return startAgentsOn(t, func(id string) transport.Transport { return bus.Transport(id) }, ids, fastConfig("", group, ids))
 }
 
@@ -143,7 +144,7 @@ func waitLeader(t *testing.T, tas []*testAgent, dead map[string]bool, except str
 }
 
 func TestAgentsElectFailoverResign(t *testing.T) {
-	bus := transport.NewMemBus(transport.MemOptions{Seed: 1, DelayMin: time.Millisecond, DelayMax: 3 * time.Millisecond})
+	bus := mem.NewBus(mem.Options{Seed: 1, DelayMin: time.Millisecond, DelayMax: 3 * time.Millisecond})
 	t.Cleanup(func() { bus.Close() })
 	ids := []string{"a1", "a2", "a3", "a4"}
 	tas := startAgents(t, bus, ids, "demo")
@@ -242,7 +243,7 @@ func without(ids []string, x string) []string {
 // never leads, though it is the best member; Drain moves leadership off a
 // leader at once; Drain(false) lets the best member lead again.
 func TestJoinDrained(t *testing.T) {
-	bus := transport.NewMemBus(transport.MemOptions{Seed: 3, DelayMin: time.Millisecond, DelayMax: 3 * time.Millisecond})
+	bus := mem.NewBus(mem.Options{Seed: 3, DelayMin: time.Millisecond, DelayMax: 3 * time.Millisecond})
 	t.Cleanup(func() { bus.Close() })
 	ctx := context.Background()
 	r := testRuntime(t)

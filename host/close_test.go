@@ -7,13 +7,13 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/mem"
 	"go.uber.org/goleak"
 )
 
 // leadAlone starts an agent alone in group g and returns once cb's
 // OnStartedLeading was called (it must close started).
-func leadAlone(t *testing.T, bus *transport.MemBus, cb Callbacks, started <-chan struct{}) *Agent {
+func leadAlone(t *testing.T, bus *mem.Bus, cb Callbacks, started <-chan struct{}) *Agent {
 	t.Helper()
 	ctx := context.Background()
 	ag, err := testRuntime(t).NewAgent(ctx, AgentConfig{Transport: bus.Transport("a"), Logger: discardLogger()})
@@ -31,7 +31,7 @@ func leadAlone(t *testing.T, bus *transport.MemBus, cb Callbacks, started <-chan
 // not returned when Close's ctx ends makes Close fail, saying so; a later
 // Close waits for it. Before, Close returned nil and the callback went on.
 func TestCloseNeverSucceedsWhileACallbackRuns(t *testing.T) {
-	bus := transport.NewMemBus(transport.MemOptions{})
+	bus := mem.NewBus(mem.Options{})
 	defer bus.Close()
 	closeCtx, cancelClose := context.WithCancel(context.Background())
 	defer cancelClose()
@@ -71,7 +71,7 @@ func TestCloseNeverSucceedsWhileACallbackRuns(t *testing.T) {
 // runs later, and none of the agent's goroutines is left.
 func TestCloseOutlastsEveryCallback(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	bus := transport.NewMemBus(transport.MemOptions{})
+	bus := mem.NewBus(mem.Options{})
 	defer bus.Close()
 	started := make(chan struct{})
 	var closed atomic.Bool
@@ -115,7 +115,7 @@ func TestCloseOutlastsEveryCallback(t *testing.T) {
 // refused without leaving the election's callback goroutine behind.
 func TestJoinAfterCloseStartsNothing(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	bus := transport.NewMemBus(transport.MemOptions{})
+	bus := mem.NewBus(mem.Options{})
 	defer bus.Close()
 	ag, err := NewNativeAgent(context.Background(), AgentConfig{Transport: bus.Transport("a")})
 	if err != nil {

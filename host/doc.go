@@ -21,7 +21,8 @@
 // and wait until it commits; Callbacks.OnConfig reports each change), and
 // agent.Stats. host.NewNativeAgent(ctx, cfg) in place of rt.NewAgent runs
 // the same agent on the native core, with no runtime and no WebAssembly.
-// Transports come from package transport, the state store from package
+// Transports come from the packages under transport (transport/mem,
+// transport/nats, transport/pilot), the state store from package
 // statestore.
 //
 // # What it does

@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/mem"
 )
 
 // TestDuplicateIDReported: a second agent started with an ID already in use
 // is reported to both through OnDuplicateID and counted.
 func TestDuplicateIDReported(t *testing.T) {
 	ctx := context.Background()
-	bus := transport.NewMemBus(transport.MemOptions{})
+	bus := mem.NewBus(mem.Options{})
 	defer bus.Close()
 	rt := testRuntime(t)
 	reasons := make(chan string, 16)

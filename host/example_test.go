@@ -15,7 +15,8 @@ import (
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
 	"github.com/electcore/electcore/statestore"
-	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/mem"
+	"github.com/electcore/electcore/transport/nats"
 )
 
 // Example_readme is the README's "Embed it in Go" snippet, compiled (go vet
@@ -29,7 +30,7 @@ func Example_readme() {
 		log.Fatal(err)
 	}
 	defer rt.Close(context.Background())
-	tr, err := transport.NewNATSTransport(transport.NATSOptions{URL: "nats://127.0.0.1:4222"})
+	tr, err := nats.New(nats.Options{URL: "nats://127.0.0.1:4222"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestReadmeSnippet(t *testing.T) {
 // in-memory bus.
 func ExampleElection_AddMember() {
 	ctx := context.Background()
-	bus := transport.NewMemBus(transport.MemOptions{})
+	bus := mem.NewBus(mem.Options{})
 	defer bus.Close()
 	founders := []string{"a", "b", "c"}
 	els := map[string]*host.Election{}

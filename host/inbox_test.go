@@ -14,6 +14,7 @@ import (
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/internal/wasmhost"
 	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/mem"
 )
 
 // gatedCore is the native core that, while closed, holds every Step until
@@ -66,7 +67,7 @@ func (s *syncBuffer) String() string {
 // flood, silently.
 func TestFloodKeepsMembersMessages(t *testing.T) {
 	ctx := context.Background()
-	bus := transport.NewMemBus(transport.MemOptions{})
+	bus := mem.NewBus(mem.Options{})
 	defer bus.Close()
 	gc := &gatedCore{nativeCore: nativeCore{e: core.NewEngine()}, entered: make(chan struct{})}
 	logs := &syncBuffer{}
@@ -228,7 +229,7 @@ func (c *trappingCore) Step(in *core.Input, out *core.Output) error {
 // uncounted (an e2e flood under load came up ~60,000 short).
 func TestTrapLostBatchCounted(t *testing.T) {
 	ctx := context.Background()
-	bus := transport.NewMemBus(transport.MemOptions{})
+	bus := mem.NewBus(mem.Options{})
 	defer bus.Close()
 	tc := &trappingCore{nativeCore: nativeCore{e: core.NewEngine()}}
 	ag := startAgent(AgentConfig{Transport: bus.Transport("a"), Logger: discardLogger()}, tc)

@@ -12,6 +12,7 @@ import (
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/mem"
 )
 
 // confRecorder keeps what OnConfig reported.
@@ -46,7 +47,7 @@ func (r *confRecorder) last() []string {
 // flags comes back with the configuration it persisted.
 func TestMembershipGrowShrink(t *testing.T) {
 	ctx := context.Background()
-	bus := transport.NewMemBus(transport.MemOptions{Seed: 3, DelayMin: time.Millisecond, DelayMax: 3 * time.Millisecond})
+	bus := mem.NewBus(mem.Options{Seed: 3, DelayMin: time.Millisecond, DelayMax: 3 * time.Millisecond})
 	defer bus.Close()
 	rt := testRuntime(t)
 	founders := []string{"a", "b", "c"}
@@ -197,7 +198,7 @@ func TestMembershipGrowShrink(t *testing.T) {
 // ErrRefused (matched by request id), and a change that cannot commit ends
 // with ctx.
 func TestMembershipRefusals(t *testing.T) {
-	bus := transport.NewMemBus(transport.MemOptions{})
+	bus := mem.NewBus(mem.Options{})
 	defer bus.Close()
 	tas := startAgents(t, bus, []string{"a", "b", "c"}, "g")
 	leader := waitLeader(t, tas, nil, "")

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/mem"
 )
 
 // TestNativeAndWasmAgentsInOneSwarm: agents on the native core and agents on
@@ -12,7 +12,7 @@ import (
 // fail over together: the same driver, the same wire.
 func TestNativeAndWasmAgentsInOneSwarm(t *testing.T) {
 	ctx := context.Background()
-	bus := transport.NewMemBus(transport.MemOptions{})
+	bus := mem.NewBus(mem.Options{})
 	defer bus.Close()
 	rt := testRuntime(t)
 	ids := []string{"a", "b", "c"}

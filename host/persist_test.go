@@ -13,6 +13,7 @@ import (
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/mem"
 )
 
 // flakyStore fails every Save while fail is set.
@@ -38,7 +39,7 @@ func (s *flakyStore) Load(name string) ([]byte, error) { return s.mem.Load(name)
 func TestSaveFailureHoldsPublishes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	bus := transport.NewMemBus(transport.MemOptions{})
+	bus := mem.NewBus(mem.Options{})
 	defer bus.Close()
 	b := bus.Transport("b")
 	var mu sync.Mutex
@@ -125,7 +126,7 @@ func (s *scriptedCore) inject(a *Agent, evs ...core.Event) {
 // became-leader alone does.
 func TestRevokedLeadershipNeverStarts(t *testing.T) {
 	ctx := context.Background()
-	bus := transport.NewMemBus(transport.MemOptions{})
+	bus := mem.NewBus(mem.Options{})
 	defer bus.Close()
 	sc := &scriptedCore{nativeCore: nativeCore{e: core.NewEngine()}}
 	ag := startAgent(AgentConfig{Transport: bus.Transport("a"), Logger: discardLogger()}, sc)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/statestore"
-	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/mem"
 )
 
 // TestJoinRefusesUnusableState: a state that exists but cannot be trusted
@@ -24,7 +24,7 @@ func TestJoinRefusesUnusableState(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	bus := transport.NewMemBus(transport.MemOptions{})
+	bus := mem.NewBus(mem.Options{})
 	defer bus.Close()
 	ag, err := testRuntime(t).NewAgent(ctx, AgentConfig{Transport: bus.Transport("a"), Store: store, Logger: discardLogger()})
 	if err != nil {

@@ -7,7 +7,9 @@ import (
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/internal/pilotstandin"
 	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/nats"
 	"github.com/electcore/electcore/transport/natstest"
+	"github.com/electcore/electcore/transport/pilot"
 )
 
 // Full elections over the real transports: three agents elect a leader over
@@ -24,7 +26,7 @@ func TestElectionSurvivesBrokerRestart(t *testing.T) {
 	t.Run("nats", func(t *testing.T) {
 		url, stop := natstest.Start(t)
 		tas := startAgentsOn(t, func(id string) transport.Transport {
-			tr, err := transport.NewNATSTransport(transport.NATSOptions{URL: url, Name: id, Logger: discardLogger()})
+			tr, err := nats.New(nats.Options{URL: url, Name: id, Logger: discardLogger()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -38,7 +40,7 @@ func TestElectionSurvivesBrokerRestart(t *testing.T) {
 		})
 		// Garbage on the subject reaches every agent and is refused by the
 		// core, counted.
-		nc, err := transport.NewNATSTransport(transport.NATSOptions{URL: url, Name: "garbage", Logger: discardLogger()})
+		nc, err := nats.New(nats.Options{URL: url, Name: "garbage", Logger: discardLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +56,7 @@ func TestElectionSurvivesBrokerRestart(t *testing.T) {
 		bin := pilotstandin.Build(t)
 		d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"broker"}})
 		tas := startAgentsOn(t, func(id string) transport.Transport {
-			tr, err := transport.NewPilotTransport(transport.PilotOptions{Binary: bin, Hosts: []string{"broker"},
+			tr, err := pilot.New(pilot.Options{Binary: bin, Hosts: []string{"broker"},
 				Env: d.Env(), Logger: discardLogger()})
 			if err != nil {
 				t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/electcore/electcore/internal/wasmhost"
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/mem"
 )
 
 // TestTrapMidElection makes the module trap again and again while a quorum
@@ -27,7 +28,7 @@ import (
 // one term, and the group must still converge on one leader.
 func TestTrapMidElection(t *testing.T) {
 	ctx := context.Background()
-	bus := transport.NewMemBus(transport.MemOptions{Seed: 7, DelayMin: time.Millisecond, DelayMax: 4 * time.Millisecond})
+	bus := mem.NewBus(mem.Options{Seed: 7, DelayMin: time.Millisecond, DelayMax: 4 * time.Millisecond})
 	t.Cleanup(func() { bus.Close() })
 	ids := []string{"t1", "t2", "t3"}
 

@@ -1,28 +1,23 @@
-// Package transport holds the publish/subscribe buses an electcore agent
-// moves the core's messages over: an in-process bus (mem), core NATS, and
-// Pilot (through the pilotctl CLI). The core never calls out; the agent
-// (package host) moves bytes between a Transport and the core.
+// Package transport is the publish/subscribe bus an electcore agent moves the
+// core's messages over, as the agent sees it: the Transport interface,
+// Message, Stats (and Counters, their atomic backing for implementations),
+// and the errors every bus reports (ErrClosed, ErrConnectionFailed,
+// ErrNotFound, ErrTimeout, ErrInvalidArgument, ErrNotRunning, ...). The core
+// never calls out; the agent (package host) moves bytes between a Transport
+// and the core.
 //
-// Where to start:
+// The buses are packages of their own, so a program links only those it
+// imports:
 //
-//   - transport.go: the Transport interface every bus implements, Message,
-//     Stats, and the typed errors (ErrClosed, ErrConnectionFailed,
-//     ErrNotFound, ErrTimeout, ErrInvalidArgument, ErrNotRunning, *PilotError).
-//   - mem.go: NewMemBus, an in-process bus with fault injection (loss,
-//     duplication, delay/reordering, one-way or two-way partitions, seeded
-//     decisions). Use it for demos (--transport mem) and tests.
-//   - nats.go: NewNATSTransport over core NATS. Topic "election:<group>" is
-//     used as the subject as is (':' is legal in NATS subjects); other topics
-//     are mapped by NATSSubject. Package natstest starts a real embedded
-//     nats-server for tests.
-//   - pilot.go: NewPilotTransport over the pilotctl CLI, following the
-//     measured contract in docs/pilotctl.md: long-lived NDJSON subscribe
-//     processes restarted with back-off or when stalled, one publish process
-//     per message and broker with per-broker deadline, queue and back-off,
-//     copies from several brokers de-duplicated, stderr error JSON mapped to
-//     *PilotError. PilotLayout lays a broker list out around the local node
-//     (never publishing to it). Tests run it against internal/pilotstandin,
-//     a stand-in that also models the real network's faults.
+//   - transport/mem: an in-process bus with fault injection (loss,
+//     duplication, delay/reordering, partitions, seeded decisions), for
+//     demos and tests.
+//   - transport/nats: core NATS. Package transport/natstest starts a real
+//     embedded nats-server for tests.
+//   - transport/pilot: Pilot Protocol through its pilotctl CLI
+//     (docs/pilotctl.md).
+//   - transport/transporttest: helpers for testing a Transport, and the
+//     round every bus must pass (Exchange).
 //
 // Conventions shared by all transports:
 //
@@ -37,4 +32,6 @@
 //     published while it is reconnecting. Stats.Resubscribes and the OnGap
 //     options report such gaps; the election protocol tolerates them.
 //   - Options take a *slog.Logger; nil means silent (never slog.Default()).
+//   - A transport with counters beyond Stats exposes them itself (pilot:
+//     Transport.BrokerStats, per broker); electhost reads them for /metrics.
 package transport

@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 )
 
@@ -39,7 +38,7 @@ type Transport interface {
 // Stats are monotonically increasing counters of one Transport.
 type Stats struct {
 	Published     uint64 // Publish calls that succeeded
-	PublishErrors uint64 // Publish calls that failed (pilot: on every broker; per-broker counts in PilotTransport.BrokerStats)
+	PublishErrors uint64 // Publish calls that failed (pilot: on every broker; per-broker counts in pilot.Transport.BrokerStats)
 	Received      uint64 // messages handed to deliver callbacks
 	Rejected      uint64 // garbage lines/messages that could not be parsed (never delivered)
 	Duplicates    uint64 // copies dropped by de-duplication (pilot with several subscriptions)
@@ -48,25 +47,27 @@ type Stats struct {
 	Disconnects   uint64 // connection losses seen (NATS)
 }
 
-// counters is the atomic backing of Stats.
-type counters struct {
-	published, publishErrors, received, rejected, duplicates, dropped, resubscribes, disconnects atomic.Uint64
+// Counters are the atomic backing of Stats, for implementations: add to
+// them as things happen, return Snapshot from Stats.
+type Counters struct {
+	Published, PublishErrors, Received, Rejected, Duplicates, Dropped, Resubscribes, Disconnects atomic.Uint64
 }
 
-func (c *counters) snapshot() Stats {
+// Snapshot reads the counters.
+func (c *Counters) Snapshot() Stats {
 	return Stats{
-		Published:     c.published.Load(),
-		PublishErrors: c.publishErrors.Load(),
-		Received:      c.received.Load(),
-		Rejected:      c.rejected.Load(),
-		Duplicates:    c.duplicates.Load(),
-		Dropped:       c.dropped.Load(),
-		Resubscribes:  c.resubscribes.Load(),
-		Disconnects:   c.disconnects.Load(),
+		Published:     c.Published.Load(),
+		PublishErrors: c.PublishErrors.Load(),
+		Received:      c.Received.Load(),
+		Rejected:      c.Rejected.Load(),
+		Duplicates:    c.Duplicates.Load(),
+		Dropped:       c.Dropped.Load(),
+		Resubscribes:  c.Resubscribes.Load(),
+		Disconnects:   c.Disconnects.Load(),
 	}
 }
 
-// Sentinel errors. Use errors.Is: a *PilotError matches the sentinel of its code.
+// Sentinel errors. Use errors.Is: a *pilot.Error matches the sentinel of its code.
 var (
 	// ErrClosed is returned by a Transport used after Close.
 	ErrClosed = errors.New("transport: closed")
@@ -87,53 +88,3 @@ var (
 	// ErrInternal: pilot code "internal", or an unparseable pilotctl failure.
 	ErrInternal = errors.New("internal error")
 )
-
-// PilotError is a failure reported by pilotctl on stderr as
-// {"status":"error","code":C,"message":M,"hint":H} with exit status 1.
-type PilotError struct {
-	Op      string // pilotctl command: "publish", "subscribe", ...
-	Host    string // target host, if any
-	Code    string // e.g. "connection_failed", "not_found", "timeout"
-	Message string
-	Hint    string
-}
-
-func (e *PilotError) Error() string {
-	s := "pilotctl"
-	if e.Op != "" {
-		s += " " + e.Op
-	}
-	if e.Host != "" {
-		s += " " + e.Host
-	}
-	s = fmt.Sprintf("%s: %s: %s", s, e.Code, e.Message)
-	if e.Hint != "" {
-		s += " (hint: " + e.Hint + ")"
-	}
-	return s
-}
-
-// Is maps the pilot error code to this package's sentinel errors.
-func (e *PilotError) Is(target error) bool {
-	return target != nil && codeSentinel(e.Code) == target
-}
-
-func codeSentinel(code string) error {
-	switch code {
-	case "connection_failed":
-		return ErrConnectionFailed
-	case "not_found":
-		return ErrNotFound
-	case "timeout":
-		return ErrTimeout
-	case "invalid_argument":
-		return ErrInvalidArgument
-	case "not_running":
-		return ErrNotRunning
-	case "already_exists":
-		return ErrAlreadyExists
-	case "internal":
-		return ErrInternal
-	}
-	return nil
-}

@@ -20,6 +20,8 @@ import (
 	"github.com/electcore/electcore/internal/wasmhost"
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/mem"
+	"github.com/electcore/electcore/transport/nats"
 	"github.com/spf13/cobra"
 )
 
@@ -138,7 +140,7 @@ type demo struct {
 	logger  *slog.Logger
 	start   time.Time
 	rt      *host.Runtime
-	bus     *transport.MemBus
+	bus     *mem.Bus
 	natsURL string
 	members []string
 	agents  []*demoAgent
@@ -374,7 +376,7 @@ func (d *demo) setup(ctx context.Context) error {
 		d.cleanups = append(d.cleanups, func() { ns.Shutdown(); ns.WaitForShutdown() })
 		d.event("broker", "NATS listening on %s", url)
 	} else {
-		d.bus = transport.NewMemBus(transport.MemOptions{Logger: d.logger})
+		d.bus = mem.NewBus(mem.Options{Logger: d.logger})
 		d.cleanups = append(d.cleanups, func() { d.bus.Close() })
 	}
 	t0 := time.Now()
@@ -411,7 +413,7 @@ func (d *demo) startAgent(ctx context.Context, a *demoAgent) error {
 	if d.bus != nil {
 		tr = d.bus.Transport(a.id)
 	} else {
-		tr, err = transport.NewNATSTransport(transport.NATSOptions{URL: d.natsURL, Name: "demo " + a.id, Logger: d.logger})
+		tr, err = nats.New(nats.Options{URL: d.natsURL, Name: "demo " + a.id, Logger: d.logger})
 		if err != nil {
 			store.Close()
 			return err

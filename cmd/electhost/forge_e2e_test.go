@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/transport"
+	natstr "github.com/electcore/electcore/transport/nats"
 	"github.com/nats-io/nats.go"
 )
 
@@ -56,7 +56,7 @@ func newForger(t *testing.T, url, group string) *forger {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	f := &forger{t: t, nc: nc, group: group, subject: transport.NATSSubject(core.Topic(group)), recorded: make(chan struct{})}
+	f := &forger{t: t, nc: nc, group: group, subject: natstr.Subject(core.Topic(group)), recorded: make(chan struct{})}
 	if f.sub, err = nc.Subscribe(f.subject, func(m *nats.Msg) {
 		c := captured{Raw: bytes.Clone(m.Data), At: time.Now()}
 		json.Unmarshal(m.Data, &c) // a message that is no JSON is kept, untyped

@@ -577,9 +577,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		return s
 	})
 
-	if pt, ok := tr.(*transport.PilotTransport); ok {
-		mets.AddPilotBrokers(pt.BrokerStats)
-	}
+	addBrokerMetrics(mets, tr)
 
 	// Callbacks may fire before Join returns: mets must exist first. A
 	// drain the operator recorded is applied with the join itself, and so

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/nats"
+	"github.com/electcore/electcore/transport/pilot"
 	"github.com/spf13/pflag"
 )
 
@@ -54,7 +56,7 @@ func (f *transportFlags) validate() error {
 func (f *transportFlags) open(ctx context.Context, name string, logger *slog.Logger, heartbeat time.Duration, listenOnly bool) (transport.Transport, error) {
 	switch f.kind {
 	case "nats":
-		t, err := transport.NewNATSTransport(transport.NATSOptions{
+		t, err := nats.New(nats.Options{
 			URL:            f.broker,
 			Name:           name,
 			ConnectTimeout: 3 * time.Second,
@@ -88,7 +90,7 @@ func pilotCutOffAfter(heartbeat time.Duration) time.Duration {
 }
 
 // openPilot asks the local daemon which node this is (which also checks
-// that it runs), lays the brokers out around it (transport.PilotLayout:
+// that it runs), lays the brokers out around it (pilot.Layout:
 // never publish to our own node) and starts the transport.
 func (f *transportFlags) openPilot(ctx context.Context, logger *slog.Logger, heartbeat time.Duration, listenOnly bool) (transport.Transport, error) {
 	var brokers []string
@@ -99,14 +101,14 @@ func (f *transportFlags) openPilot(ctx context.Context, logger *slog.Logger, hea
 	}
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	self, err := transport.PilotLocalNode(ictx, transport.PilotOptions{Binary: f.pilotctl})
+	self, err := pilot.LocalNode(ictx, pilot.Options{Binary: f.pilotctl})
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
 			return nil, withCode(exitTransport, fmt.Errorf("pilotctl not found (%q): install Pilot Protocol's pilotctl or pass --pilotctl PATH", f.pilotctl))
 		}
 		return nil, withCode(exitTransport, fmt.Errorf("pilot daemon unreachable: %v", err))
 	}
-	publish, subscribe, loopback, err := transport.PilotLayout(self, brokers)
+	publish, subscribe, loopback, err := pilot.Layout(self, brokers)
 	if err != nil {
 		return nil, withCode(exitUsage, fmt.Errorf("--broker: %v", err))
 	}
@@ -120,7 +122,7 @@ func (f *transportFlags) openPilot(ctx context.Context, logger *slog.Logger, hea
 	if listenOnly {
 		subscribe, loopback, perHost = brokers, false, 1
 	}
-	t, err := transport.NewPilotTransport(transport.PilotOptions{
+	t, err := pilot.New(pilot.Options{
 		Binary:               f.pilotctl,
 		Hosts:                publish,
 		SubscribeHosts:       subscribe,

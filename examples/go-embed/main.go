@@ -28,6 +28,8 @@ import (
 	"github.com/electcore/electcore/host"
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/mem"
+	"github.com/electcore/electcore/transport/nats"
 )
 
 func main() {
@@ -86,14 +88,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if o.id == "" || o.members == "" {
 			return fmt.Errorf("--id and --members are required with --transport nats")
 		}
-		tr, err := transport.NewNATSTransport(transport.NATSOptions{URL: o.broker, Name: "go-embed " + o.id, Logger: quiet})
+		tr, err := nats.New(nats.Options{URL: o.broker, Name: "go-embed " + o.id, Logger: quiet})
 		if err != nil {
 			return err
 		}
 		defer tr.Close()
 		return agent(ctx, rt, tr, o, o.id, strings.Split(o.members, ","), out)
 	case "mem":
-		bus := transport.NewMemBus(transport.MemOptions{Logger: quiet})
+		bus := mem.NewBus(mem.Options{Logger: quiet})
 		defer bus.Close()
 		ids := make([]string, o.agents)
 		for i := range ids {

@@ -4,14 +4,16 @@
 // Counters that the agent already keeps (the core's elections and rejected
 // messages, the transport's messages, the host's wasm traps) are read from a
 // Snapshot function once per scrape; events only the CLI sees (leader
-// changes, failover durations) are recorded through methods.
+// changes, failover durations) are recorded through methods. A transport's
+// own counters (Pilot's per broker) are registered by the CLI on Registry:
+// this package knows no transport.
 package metrics
 
 import (
+	"maps"
 	"net/http"
 	"time"
 
-	"github.com/electcore/electcore/transport"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -89,8 +91,12 @@ func New(group, id string, source func() Snapshot) *Metrics {
 	return m
 }
 
-// Registry returns the metrics' own registry.
+// Registry returns the metrics' own registry, where a transport's own
+// collectors go (electhost registers Pilot's per-broker counters).
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Labels returns a copy of the labels every metric carries (group, id).
+func (m *Metrics) Labels() prometheus.Labels { return maps.Clone(m.labels) }
 
 // LeaderChanged counts one change of the known leader.
 func (m *Metrics) LeaderChanged() { m.leaderChanges.Inc() }
@@ -159,60 +165,5 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.source()
 	for _, m := range c.metrics {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.vtype, m.value(s))
-	}
-}
-
-// AddPilotBrokers exposes each pilot broker's counters (labelled broker)
-// and publish latency histogram, read from source once per scrape.
-func (m *Metrics) AddPilotBrokers(source func() []transport.PilotBrokerStats) {
-	m.reg.MustRegister(newBrokerCollector(m.labels, source))
-}
-
-type brokerMetric struct {
-	desc  *prometheus.Desc
-	value func(transport.PilotBrokerStats) uint64
-}
-
-type brokerCollector struct {
-	source  func() []transport.PilotBrokerStats
-	counts  []brokerMetric
-	latency *prometheus.Desc
-}
-
-func newBrokerCollector(labels prometheus.Labels, source func() []transport.PilotBrokerStats) *brokerCollector {
-	d := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc("electcore_pilot_broker_"+name, help, []string{"broker"}, labels)
-	}
-	return &brokerCollector{source: source, latency: d("publish_seconds", "Duration of successful pilotctl publish processes to this broker."),
-		counts: []brokerMetric{
-			{d("publishes_total", "Publishes this broker accepted."), func(s transport.PilotBrokerStats) uint64 { return s.Published }},
-			{d("publish_errors_total", "Publishes to this broker that failed or hit their deadline."), func(s transport.PilotBrokerStats) uint64 { return s.PublishErrors }},
-			{d("drops_total", "Messages this broker never got: skipped while it backed off, dropped from its full queue, or stale."), func(s transport.PilotBrokerStats) uint64 { return s.Dropped }},
-			{d("received_total", "Events read from this broker's subscriptions, copies included."), func(s transport.PilotBrokerStats) uint64 { return s.Received }},
-			{d("deliveries_total", "Events this broker delivered first (handed to the election)."), func(s transport.PilotBrokerStats) uint64 { return s.Delivered }},
-			{d("duplicates_total", "Events from this broker dropped as copies of ones already delivered."), func(s transport.PilotBrokerStats) uint64 { return s.Duplicates }},
-			{d("subscription_restarts_total", "Subscribe processes to this broker restarted (ended, reset or stalled)."), func(s transport.PilotBrokerStats) uint64 { return s.Restarts }},
-			{d("stalls_total", "Subscriptions to this broker declared stalled (silent while others delivered) and restarted."), func(s transport.PilotBrokerStats) uint64 { return s.Stalls }},
-		}}
-}
-
-func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, m := range c.counts {
-		ch <- m.desc
-	}
-	ch <- c.latency
-}
-
-func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, b := range c.source() {
-		for _, m := range c.counts {
-			ch <- prometheus.MustNewConstMetric(m.desc, prometheus.CounterValue, float64(m.value(b)), b.Host)
-		}
-		h := b.PublishLatency
-		buckets := make(map[float64]uint64, len(h.Bounds))
-		for i, ub := range h.Bounds {
-			buckets[ub] = h.Counts[i]
-		}
-		ch <- prometheus.MustNewConstHistogram(c.latency, h.Count, h.SumSeconds, buckets, b.Host)
 	}
 }

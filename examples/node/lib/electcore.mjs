@@ -242,7 +242,7 @@ export async function loadCore(kind = 'extism', wasmPath = defaultWasmPath()) {
 // ---- NATS subjects ---------------------------------------------------------
 
 // natsSubject maps a topic to its NATS subject exactly as the Go transport
-// (transport.NATSSubject): plain topics as they are, anything else base64url.
+// (transport/nats.Subject): plain topics as they are, anything else base64url.
 export function natsSubject(topic) {
   const prefix = 'electcore.enc.';
   const plain = topic !== '' && !topic.startsWith(prefix) && !topic.startsWith('.') && !topic.endsWith('.') &&

@@ -117,7 +117,7 @@ test('three in-process agents: election, persist-before-send, restart, hand-off'
   assert.deepEqual(violations, [], 'published a term before persisting it');
 });
 
-test('NATS subjects match transport.NATSSubject', () => {
+test('NATS subjects match transport/nats.Subject', () => {
   assert.equal(natsSubject('election:g1'), 'election:g1');
   assert.equal(natsSubject('election:a/b'), 'electcore.enc.' + Buffer.from('election:a/b').toString('base64url'));
   assert.equal(natsSubject('election:x.'), 'electcore.enc.' + Buffer.from('election:x.').toString('base64url'));

@@ -30,6 +30,8 @@ import (
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/mem"
+	"github.com/electcore/electcore/transport/nats"
 )
 
 func main() {
@@ -101,7 +103,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if fs.id == "" || fs.members == "" {
 			return fmt.Errorf("--id and --members are required with --transport nats")
 		}
-		tr, err := transport.NewNATSTransport(transport.NATSOptions{URL: fs.broker, Name: "skill-runner " + fs.id})
+		tr, err := nats.New(nats.Options{URL: fs.broker, Name: "skill-runner " + fs.id})
 		if err != nil {
 			return err
 		}
@@ -112,7 +114,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		runners = append(runners, r)
 	case "mem":
-		bus := transport.NewMemBus(transport.MemOptions{})
+		bus := mem.NewBus(mem.Options{})
 		defer bus.Close()
 		ids := make([]string, fs.agents)
 		for i := range ids {

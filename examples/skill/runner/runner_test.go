@@ -17,6 +17,7 @@ import (
 	"github.com/electcore/electcore/internal/testwasm"
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/mem"
 	"github.com/tetratelabs/wazero"
 )
 
@@ -121,7 +122,7 @@ func (c *checkedBus) Publish(ctx context.Context, topic string, payload []byte) 
 // sometimes lost it first, and then had nothing to hand over).
 func TestElection(t *testing.T) {
 	m := load(t)
-	bus := transport.NewMemBus(transport.MemOptions{DelayMin: time.Millisecond, DelayMax: 3 * time.Millisecond})
+	bus := mem.NewBus(mem.Options{DelayMin: time.Millisecond, DelayMax: 3 * time.Millisecond})
 	defer bus.Close()
 	ids := []string{"a", "b", "c"}
 	var mu sync.Mutex
@@ -242,7 +243,7 @@ func TestElection(t *testing.T) {
 func TestRestart(t *testing.T) {
 	m := load(t)
 	dir := t.TempDir()
-	bus := transport.NewMemBus(transport.MemOptions{})
+	bus := mem.NewBus(mem.Options{})
 	defer bus.Close()
 	runOnce := func(want func(Event) bool) (Event, error) {
 		store, err := statestore.Open(dir)

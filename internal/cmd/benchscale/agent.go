@@ -14,7 +14,7 @@ import (
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
 	"github.com/electcore/electcore/statestore"
-	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/nats"
 )
 
 // groupName is the name of benchmark group i (0-based).
@@ -45,7 +45,7 @@ func runAgent(args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	tr, err := transport.NewNATSTransport(transport.NATSOptions{URL: *broker, Name: *id})
+	tr, err := nats.New(nats.Options{URL: *broker, Name: *id})
 	if err != nil {
 		return err
 	}

@@ -1,19 +1,21 @@
-package transport
+package mem
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/transporttest"
 	"testing"
 	"time"
 )
 
-func memNodes(t *testing.T, b *MemBus, topic string, ids ...string) map[string]*collector {
+func memNodes(t *testing.T, b *Bus, topic string, ids ...string) map[string]*transporttest.Collector {
 	t.Helper()
-	cs := map[string]*collector{}
+	cs := map[string]*transporttest.Collector{}
 	for _, id := range ids {
-		c := newCollector()
-		if err := b.Transport(id).Subscribe(context.Background(), topic, c.deliver); err != nil {
+		c := transporttest.NewCollector()
+		if err := b.Transport(id).Subscribe(context.Background(), topic, c.Deliver); err != nil {
 			t.Fatal(err)
 		}
 		cs[id] = c
@@ -22,7 +24,7 @@ func memNodes(t *testing.T, b *MemBus, topic string, ids ...string) map[string]*
 }
 
 func TestMemDeliversToAllIncludingSelf(t *testing.T) {
-	b := NewMemBus(MemOptions{Seed: 1})
+	b := NewBus(Options{Seed: 1})
 	defer b.Close()
 	cs := memNodes(t, b, "election:g", "a", "b", "c")
 	other := memNodes(t, b, "election:other", "c")
@@ -30,18 +32,18 @@ func TestMemDeliversToAllIncludingSelf(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, c := range cs {
-		if m := c.next(t); m.Topic != "election:g" || string(m.Payload) != "hi" {
+		if m := c.Next(t); m.Topic != "election:g" || string(m.Payload) != "hi" {
 			t.Fatalf("%s got %+v", id, m)
 		}
 	}
-	other["c"].none(t)
+	other["c"].None(t)
 	if s := b.Transport("a").Stats(); s.Published != 1 || s.Received != 1 {
 		t.Fatalf("stats %+v", s)
 	}
 }
 
 func TestMemPartitions(t *testing.T) {
-	b := NewMemBus(MemOptions{Seed: 1})
+	b := NewBus(Options{Seed: 1})
 	defer b.Close()
 	cs := memNodes(t, b, "t", "a", "b", "c")
 	ctx := context.Background()
@@ -54,11 +56,11 @@ func TestMemPartitions(t *testing.T) {
 	expect := func(to string, from ...string) {
 		t.Helper()
 		for _, f := range from {
-			if m := cs[to].next(t); string(m.Payload) != f {
+			if m := cs[to].Next(t); string(m.Payload) != f {
 				t.Fatalf("%s got %q, want %q", to, m.Payload, f)
 			}
 		}
-		cs[to].none(t)
+		cs[to].None(t)
 	}
 
 	b.Partition([]string{"a"}, []string{"b", "c"})
@@ -87,7 +89,7 @@ func TestMemPartitions(t *testing.T) {
 
 func TestMemLossIsSeededAndDuplicates(t *testing.T) {
 	run := func(seed uint64) []int {
-		b := NewMemBus(MemOptions{Seed: seed, Loss: 0.5})
+		b := NewBus(Options{Seed: seed, Loss: 0.5})
 		defer b.Close()
 		cs := memNodes(t, b, "t", "a", "b")
 		for i := range 200 {
@@ -97,15 +99,15 @@ func TestMemLossIsSeededAndDuplicates(t *testing.T) {
 		sa, sb := b.Transport("a").Stats(), b.Transport("b").Stats()
 		if sa.Received+sa.Dropped+sb.Received+sb.Dropped < 400 {
 			// Received counts at delivery time: wait for the queues to drain.
-			waitFor(t, "queues to drain", func() bool {
+			transporttest.WaitFor(t, "queues to drain", func() bool {
 				sa, sb = b.Transport("a").Stats(), b.Transport("b").Stats()
 				return sa.Received+sa.Dropped+sb.Received+sb.Dropped == 400
 			})
 		}
 		for _, id := range []string{"a", "b"} {
 			n := 0
-			for range len(cs[id].ch) {
-				<-cs[id].ch
+			for range len(cs[id].C) {
+				<-cs[id].C
 				n++
 			}
 			got = append(got, n)
@@ -120,7 +122,7 @@ func TestMemLossIsSeededAndDuplicates(t *testing.T) {
 		t.Fatalf("loss 0.5 delivered %v of 200", x)
 	}
 
-	b := NewMemBus(MemOptions{Seed: 1})
+	b := NewBus(Options{Seed: 1})
 	defer b.Close()
 	cs := memNodes(t, b, "t", "a")
 	b.SetLoss(1)
@@ -129,15 +131,15 @@ func TestMemLossIsSeededAndDuplicates(t *testing.T) {
 	b.SetDuplicate(1)
 	b.Transport("a").Publish(context.Background(), "t", []byte("twice"))
 	for range 2 {
-		if m := cs["a"].next(t); string(m.Payload) != "twice" {
+		if m := cs["a"].Next(t); string(m.Payload) != "twice" {
 			t.Fatalf("got %q", m.Payload)
 		}
 	}
-	cs["a"].none(t)
+	cs["a"].None(t)
 }
 
 func TestMemDelayReorders(t *testing.T) {
-	b := NewMemBus(MemOptions{Seed: 3, DelayMin: time.Millisecond, DelayMax: 20 * time.Millisecond})
+	b := NewBus(Options{Seed: 3, DelayMin: time.Millisecond, DelayMax: 20 * time.Millisecond})
 	defer b.Close()
 	cs := memNodes(t, b, "t", "a")
 	const n = 50
@@ -146,7 +148,7 @@ func TestMemDelayReorders(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for range n {
-		seen[string(cs["a"].next(t).Payload)] = true
+		seen[string(cs["a"].Next(t).Payload)] = true
 	}
 	if len(seen) != n {
 		t.Fatalf("got %d distinct of %d", len(seen), n)
@@ -154,33 +156,39 @@ func TestMemDelayReorders(t *testing.T) {
 }
 
 func TestMemCloseAndCancel(t *testing.T) {
-	b := NewMemBus(MemOptions{})
+	b := NewBus(Options{})
 	tr := b.Transport("a")
 	ctx, cancel := context.WithCancel(context.Background())
-	c := newCollector()
-	if err := tr.Subscribe(ctx, "t", c.deliver); err != nil {
+	c := transporttest.NewCollector()
+	if err := tr.Subscribe(ctx, "t", c.Deliver); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
-	waitFor(t, "the cancelled subscription to go", func() bool {
+	transporttest.WaitFor(t, "the cancelled subscription to go", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return len(b.subs["t"]) == 0
 	})
 	tr.Publish(context.Background(), "t", []byte("x"))
-	c.none(t)
+	c.None(t)
 	tr.Close()
-	if err := tr.Publish(context.Background(), "t", nil); !errors.Is(err, ErrClosed) {
+	if err := tr.Publish(context.Background(), "t", nil); !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("publish after close: %v", err)
 	}
-	if err := tr.Subscribe(context.Background(), "t", c.deliver); !errors.Is(err, ErrClosed) {
+	if err := tr.Subscribe(context.Background(), "t", c.Deliver); !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("subscribe after close: %v", err)
 	}
 	if b.Transport("a") == tr {
 		t.Fatal("a closed node should get a fresh transport")
 	}
 	b.Close()
-	if err := b.Transport("z").Publish(context.Background(), "t", nil); !errors.Is(err, ErrClosed) {
+	if err := b.Transport("z").Publish(context.Background(), "t", nil); !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("publish on a closed bus: %v", err)
 	}
+}
+
+func TestExchangeMem(t *testing.T) {
+	b := NewBus(Options{})
+	defer b.Close()
+	transporttest.Exchange(t, []transport.Transport{b.Transport("n0"), b.Transport("n1"), b.Transport("n2")}, func() {})
 }

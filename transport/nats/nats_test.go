@@ -1,4 +1,4 @@
-package transport
+package nats
 
 import (
 	"context"
@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/electcore/electcore/transport"
 	"github.com/electcore/electcore/transport/natstest"
+	"github.com/electcore/electcore/transport/transporttest"
 )
 
-func newNATS(t *testing.T, url string) *NATSTransport {
+func newNATS(t *testing.T, url string) *Transport {
 	t.Helper()
-	tr, err := NewNATSTransport(NATSOptions{URL: url, ReconnectWait: 20 * time.Millisecond, ReconnectJitter: time.Millisecond})
+	tr, err := New(Options{URL: url, ReconnectWait: 20 * time.Millisecond, ReconnectJitter: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,8 +34,8 @@ func TestNATSSubjectMapping(t *testing.T) {
 		"$SYS.x":          "electcore.enc.JFNZUy54",
 		"electcore.enc.x": "electcore.enc.ZWxlY3Rjb3JlLmVuYy54",
 	} {
-		if got := NATSSubject(topic); got != want {
-			t.Errorf("NATSSubject(%q) = %q, want %q", topic, got, want)
+		if got := Subject(topic); got != want {
+			t.Errorf("Subject(%q) = %q, want %q", topic, got, want)
 		}
 	}
 }
@@ -42,13 +44,13 @@ func TestNATSPublishSubscribe(t *testing.T) {
 	url, _ := natstest.Start(t)
 	alice, bob := newNATS(t, url), newNATS(t, url)
 	ctx := context.Background()
-	ca, cb, cw := newCollector(), newCollector(), newCollector()
+	ca, cb, cw := transporttest.NewCollector(), transporttest.NewCollector(), transporttest.NewCollector()
 	for _, s := range []struct {
-		tr    *NATSTransport
+		tr    *Transport
 		topic string
-		c     *collector
+		c     *transporttest.Collector
 	}{{alice, "election:g1", ca}, {bob, "election:g1", cb}, {bob, "weird topic *", cw}} {
-		if err := s.tr.Subscribe(ctx, s.topic, s.c.deliver); err != nil {
+		if err := s.tr.Subscribe(ctx, s.topic, s.c.Deliver); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -56,37 +58,37 @@ func TestNATSPublishSubscribe(t *testing.T) {
 	if err := alice.Publish(ctx, "election:g1", []byte(payload)); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []*collector{ca, cb} { // alice hears herself (echo)
-		if m := c.next(t); m.Topic != "election:g1" || string(m.Payload) != payload {
+	for _, c := range []*transporttest.Collector{ca, cb} { // alice hears herself (echo)
+		if m := c.Next(t); m.Topic != "election:g1" || string(m.Payload) != payload {
 			t.Fatalf("got %+v", m)
 		}
 	}
 	if err := alice.Publish(ctx, "weird topic *", []byte("w")); err != nil {
 		t.Fatal(err)
 	}
-	if m := cw.next(t); m.Topic != "weird topic *" || string(m.Payload) != "w" {
+	if m := cw.Next(t); m.Topic != "weird topic *" || string(m.Payload) != "w" {
 		t.Fatalf("got %+v", m)
 	}
-	ca.none(t)
+	ca.None(t)
 	if s := alice.Stats(); s.Published != 2 || s.Received != 1 {
 		t.Fatalf("stats %+v", s)
 	}
 
 	// A cancelled subscription stops delivering.
 	sctx, cancel := context.WithCancel(ctx)
-	cc := newCollector()
-	if err := bob.Subscribe(sctx, "t2", cc.deliver); err != nil {
+	cc := transporttest.NewCollector()
+	if err := bob.Subscribe(sctx, "t2", cc.Deliver); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
-	waitFor(t, "unsubscribe", func() bool { return bob.Conn().NumSubscriptions() == 2 })
+	transporttest.WaitFor(t, "unsubscribe", func() bool { return bob.Conn().NumSubscriptions() == 2 })
 	alice.Publish(ctx, "t2", []byte("x"))
 	bob.Publish(ctx, "election:g1", []byte("sync")) // same-connection order: t2 would have come first
-	cb.next(t)
-	cc.none(t)
+	cb.Next(t)
+	cc.None(t)
 
 	alice.Close()
-	if err := alice.Publish(ctx, "t", nil); !errors.Is(err, ErrClosed) {
+	if err := alice.Publish(ctx, "t", nil); !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("after close: %v", err)
 	}
 }
@@ -95,24 +97,24 @@ func TestNATSSubscriptionSurvivesServerRestart(t *testing.T) {
 	url, stop := natstest.Start(t)
 	sub, pub := newNATS(t, url), newNATS(t, url)
 	ctx := context.Background()
-	c := newCollector()
-	if err := sub.Subscribe(ctx, "election:g", c.deliver); err != nil {
+	c := transporttest.NewCollector()
+	if err := sub.Subscribe(ctx, "election:g", c.Deliver); err != nil {
 		t.Fatal(err)
 	}
 	if err := pub.Publish(ctx, "election:g", []byte("before")); err != nil {
 		t.Fatal(err)
 	}
-	if m := c.next(t); string(m.Payload) != "before" {
+	if m := c.Next(t); string(m.Payload) != "before" {
 		t.Fatalf("got %q", m.Payload)
 	}
 
 	stop()
-	waitFor(t, "the disconnect", func() bool { return sub.Stats().Disconnects >= 1 && pub.Stats().Disconnects >= 1 })
-	if err := pub.Publish(ctx, "election:g", []byte("during")); !errors.Is(err, ErrConnectionFailed) {
+	transporttest.WaitFor(t, "the disconnect", func() bool { return sub.Stats().Disconnects >= 1 && pub.Stats().Disconnects >= 1 })
+	if err := pub.Publish(ctx, "election:g", []byte("during")); !errors.Is(err, transport.ErrConnectionFailed) {
 		t.Fatalf("publish while down: %v", err)
 	}
 	natstest.Restart(t, url)
-	waitFor(t, "the resubscribe", func() bool {
+	transporttest.WaitFor(t, "the resubscribe", func() bool {
 		return sub.Stats().Resubscribes >= 1 && pub.Conn().IsConnected()
 	})
 	// The other connection's SUB may still be in flight: publish until heard.
@@ -121,7 +123,7 @@ func TestNATSSubscriptionSurvivesServerRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		select {
-		case m := <-c.ch:
+		case m := <-c.C:
 			if !strings.HasPrefix(string(m.Payload), "after-") {
 				t.Fatalf("got %q", m.Payload)
 			}
@@ -142,15 +144,38 @@ func TestNATSUnreachable(t *testing.T) {
 	url := "nats://" + ln.Addr().String()
 	ln.Close()
 	start := time.Now()
-	_, err = NewNATSTransport(NATSOptions{URL: url, ConnectTimeout: time.Second})
-	if err == nil || !strings.Contains(err.Error(), "cannot reach NATS at "+url) || !errors.Is(err, ErrConnectionFailed) {
+	_, err = New(Options{URL: url, ConnectTimeout: time.Second})
+	if err == nil || !strings.Contains(err.Error(), "cannot reach NATS at "+url) || !errors.Is(err, transport.ErrConnectionFailed) {
 		t.Fatalf("got %v", err)
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("initial connect not bounded: %v", d)
 	}
-	_, err = NewNATSTransport(NATSOptions{URL: "nats://user:secret@" + ln.Addr().String()})
+	_, err = New(Options{URL: "nats://user:secret@" + ln.Addr().String()})
 	if err == nil || strings.Contains(err.Error(), "secret") {
 		t.Fatalf("credentials must be redacted: %v", err)
+	}
+}
+
+func TestExchangeNATS(t *testing.T) {
+	url, _ := natstest.Start(t)
+	transporttest.Exchange(t, []transport.Transport{newNATS(t, url), newNATS(t, url), newNATS(t, url)}, func() {})
+}
+
+func BenchmarkNATSPublish(b *testing.B) {
+	url, _ := natstest.Start(b)
+	tr, err := New(Options{URL: url})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tr.Close()
+	c := transporttest.NewCollector()
+	tr.Subscribe(context.Background(), "t", c.Deliver)
+	b.ResetTimer()
+	for range b.N {
+		if err := tr.Publish(context.Background(), "t", []byte(`{"type":"heartbeat"}`)); err != nil {
+			b.Fatal(err)
+		}
+		<-c.C
 	}
 }

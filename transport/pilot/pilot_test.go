@@ -1,9 +1,10 @@
-package transport
+package pilot
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 	"sync/atomic"
@@ -11,9 +12,11 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/internal/pilotstandin"
+	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/transporttest"
 )
 
-func newPilot(t *testing.T, d *pilotstandin.Daemon, opts PilotOptions) *PilotTransport {
+func newPilot(t *testing.T, d *pilotstandin.Daemon, opts Options) *Transport {
 	t.Helper()
 	opts.Binary = pilotstandin.Build(t)
 	if opts.Hosts == nil {
@@ -27,7 +30,7 @@ func newPilot(t *testing.T, d *pilotstandin.Daemon, opts PilotOptions) *PilotTra
 	if opts.PublishBackoffMin == 0 {
 		opts.PublishBackoffMin = 20 * time.Millisecond
 	}
-	tr, err := NewPilotTransport(opts)
+	tr, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,22 +42,22 @@ func newPilot(t *testing.T, d *pilotstandin.Daemon, opts PilotOptions) *PilotTra
 // receives one: pilot has no ready signal, so early publishes may be lost.
 func waitLive(t *testing.T, d *pilotstandin.Daemon, host, topic string, n int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d live subscriber(s) on %s/%s", n, host, topic), func() bool {
+	transporttest.WaitFor(t, fmt.Sprintf("%d live subscriber(s) on %s/%s", n, host, topic), func() bool {
 		return d.Subscribers(host, topic) >= n
 	})
 }
 
 func TestPilotPublishSubscribe(t *testing.T) {
 	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a"}})
-	alice := newPilot(t, d, PilotOptions{})
-	bob := newPilot(t, d, PilotOptions{})
+	alice := newPilot(t, d, Options{})
+	bob := newPilot(t, d, Options{})
 	ctx := context.Background()
 	const topic = "election:g1"
-	ca, cb := newCollector(), newCollector()
-	if err := alice.Subscribe(ctx, topic, ca.deliver); err != nil {
+	ca, cb := transporttest.NewCollector(), transporttest.NewCollector()
+	if err := alice.Subscribe(ctx, topic, ca.Deliver); err != nil {
 		t.Fatal(err)
 	}
-	if err := bob.Subscribe(ctx, topic, cb.deliver); err != nil {
+	if err := bob.Subscribe(ctx, topic, cb.Deliver); err != nil {
 		t.Fatal(err)
 	}
 	waitLive(t, d, "a", topic, 2)
@@ -63,8 +66,8 @@ func TestPilotPublishSubscribe(t *testing.T) {
 	if err := bob.Publish(ctx, topic, []byte(payload)); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []*collector{ca, cb} { // bob hears himself too
-		m := c.next(t)
+	for _, c := range []*transporttest.Collector{ca, cb} { // bob hears himself too
+		m := c.Next(t)
 		if m.Topic != topic || string(m.Payload) != payload {
 			t.Fatalf("got %q on %q", m.Payload, m.Topic)
 		}
@@ -74,7 +77,7 @@ func TestPilotPublishSubscribe(t *testing.T) {
 	if err := alice.Publish(ctx, topic, []byte(odd)); err != nil {
 		t.Fatal(err)
 	}
-	if m := cb.next(t); string(m.Payload) != odd {
+	if m := cb.Next(t); string(m.Payload) != odd {
 		t.Fatalf("got %q, want %q", m.Payload, odd)
 	}
 	if s := bob.Stats(); s.Published != 1 || s.Received != 2 || s.Rejected != 0 {
@@ -84,19 +87,19 @@ func TestPilotPublishSubscribe(t *testing.T) {
 	if err := alice.Publish(ctx, "election:other", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	ca.next(t) // alice's own odd payload
-	ca.none(t)
-	if err := alice.Publish(ctx, topic, []byte("a\x00b")); !errors.Is(err, ErrInvalidArgument) {
+	ca.Next(t) // alice's own odd payload
+	ca.None(t)
+	if err := alice.Publish(ctx, topic, []byte("a\x00b")); !errors.Is(err, transport.ErrInvalidArgument) {
 		t.Fatalf("NUL payload: %v", err)
 	}
 }
 
 func TestPilotGarbageLinesRejected(t *testing.T) {
 	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a"}})
-	tr := newPilot(t, d, PilotOptions{})
+	tr := newPilot(t, d, Options{})
 	ctx := context.Background()
-	c := newCollector()
-	if err := tr.Subscribe(ctx, "t", c.deliver); err != nil {
+	c := transporttest.NewCollector()
+	if err := tr.Subscribe(ctx, "t", c.Deliver); err != nil {
 		t.Fatal(err)
 	}
 	waitLive(t, d, "a", "t", 1)
@@ -116,10 +119,10 @@ func TestPilotGarbageLinesRejected(t *testing.T) {
 	if err := tr.Publish(ctx, "t", []byte("fine")); err != nil {
 		t.Fatal(err)
 	}
-	if m := c.next(t); string(m.Payload) != "fine" {
+	if m := c.Next(t); string(m.Payload) != "fine" {
 		t.Fatalf("got %q", m.Payload)
 	}
-	c.none(t)
+	c.None(t)
 	if s := tr.Stats(); s.Rejected != uint64(len(garbage)) || s.Received != 1 {
 		t.Fatalf("stats %+v", s)
 	}
@@ -129,7 +132,7 @@ func TestPilotResubscribeAfterIdleDrop(t *testing.T) {
 	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a"}})
 	var gaps atomic.Int32
 	var gapErr atomic.Value
-	tr := newPilot(t, d, PilotOptions{
+	tr := newPilot(t, d, Options{
 		Env: []string{pilotstandin.EnvIdleDrop + "=300ms"},
 		OnGap: func(topic, host string, err error) {
 			gapErr.Store(err)
@@ -137,39 +140,39 @@ func TestPilotResubscribeAfterIdleDrop(t *testing.T) {
 		},
 	})
 	ctx := context.Background()
-	c := newCollector()
-	if err := tr.Subscribe(ctx, "t", c.deliver); err != nil {
+	c := transporttest.NewCollector()
+	if err := tr.Subscribe(ctx, "t", c.Deliver); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "an idle drop and resubscribe", func() bool { return tr.Stats().Resubscribes >= 1 })
+	transporttest.WaitFor(t, "an idle drop and resubscribe", func() bool { return tr.Stats().Resubscribes >= 1 })
 	err := gapErr.Load().(error)
-	if !errors.Is(err, ErrConnectionFailed) || !strings.Contains(err.Error(), "recv: EOF") {
+	if !errors.Is(err, transport.ErrConnectionFailed) || !strings.Contains(err.Error(), "recv: EOF") {
 		t.Fatalf("gap error %v", err)
 	}
 	waitLive(t, d, "a", "t", 1)
 	if err := tr.Publish(ctx, "t", []byte("after drop")); err != nil {
 		t.Fatal(err)
 	}
-	if m := c.next(t); string(m.Payload) != "after drop" {
+	if m := c.Next(t); string(m.Payload) != "after drop" {
 		t.Fatalf("got %q", m.Payload)
 	}
 }
 
 func TestPilotResubscribeAfterBrokerRestart(t *testing.T) {
 	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a"}})
-	tr := newPilot(t, d, PilotOptions{})
+	tr := newPilot(t, d, Options{})
 	ctx := context.Background()
-	c := newCollector()
-	if err := tr.Subscribe(ctx, "t", c.deliver); err != nil {
+	c := transporttest.NewCollector()
+	if err := tr.Subscribe(ctx, "t", c.Deliver); err != nil {
 		t.Fatal(err)
 	}
 	waitLive(t, d, "a", "t", 1)
 
 	d.StopBroker("a")
-	waitFor(t, "the subscriber to see EOF", func() bool { return tr.Stats().Resubscribes >= 1 })
+	transporttest.WaitFor(t, "the subscriber to see EOF", func() bool { return tr.Stats().Resubscribes >= 1 })
 	err := tr.Publish(ctx, "t", []byte("while down"))
-	var pe *PilotError
-	if !errors.Is(err, ErrNotFound) || !errors.As(err, &pe) || pe.Code != "not_found" {
+	var pe *Error
+	if !errors.Is(err, transport.ErrNotFound) || !errors.As(err, &pe) || pe.Code != "not_found" {
 		t.Fatalf("publish to a stopped broker: %v", err)
 	}
 
@@ -178,7 +181,7 @@ func TestPilotResubscribeAfterBrokerRestart(t *testing.T) {
 	if err := tr.Publish(ctx, "t", []byte("back")); err != nil {
 		t.Fatal(err)
 	}
-	if m := c.next(t); string(m.Payload) != "back" {
+	if m := c.Next(t); string(m.Payload) != "back" {
 		t.Fatalf("got %q", m.Payload)
 	}
 	if s := tr.Stats(); s.PublishErrors != 1 || s.Published != 1 {
@@ -190,18 +193,18 @@ func TestPilotErrorMapping(t *testing.T) {
 	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a", "k"}, KillHang: 300 * time.Millisecond})
 	ctx := context.Background()
 
-	tr := newPilot(t, d, PilotOptions{Hosts: []string{"nosuchhost"}})
+	tr := newPilot(t, d, Options{Hosts: []string{"nosuchhost"}})
 	err := tr.Publish(ctx, "t", []byte("x"))
-	var pe *PilotError
-	if !errors.As(err, &pe) || pe.Code != "not_found" || !errors.Is(err, ErrNotFound) || pe.Message == "" {
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Code != "not_found" || !errors.Is(err, transport.ErrNotFound) || pe.Message == "" {
 		t.Fatalf("unknown host: %v", err)
 	}
 
-	down := newPilot(t, d, PilotOptions{Env: []string{"PILOT_SOCKET=/nonexistent/pilot.sock"}})
-	if err := down.Publish(ctx, "t", []byte("x")); !errors.Is(err, ErrNotRunning) {
+	down := newPilot(t, d, Options{Env: []string{"PILOT_SOCKET=/nonexistent/pilot.sock"}})
+	if err := down.Publish(ctx, "t", []byte("x")); !errors.Is(err, transport.ErrNotRunning) {
 		t.Fatalf("no daemon: %v", err)
 	}
-	if _, err := down.Info(ctx); !errors.Is(err, ErrNotRunning) {
+	if _, err := down.Info(ctx); !errors.Is(err, transport.ErrNotRunning) {
 		t.Fatalf("info without daemon: %v", err)
 	}
 	info, err := tr.Info(ctx)
@@ -210,12 +213,12 @@ func TestPilotErrorMapping(t *testing.T) {
 	}
 
 	d.KillBroker("k")
-	killed := newPilot(t, d, PilotOptions{Hosts: []string{"k"}})
-	if err := killed.Publish(ctx, "t", []byte("x")); !errors.Is(err, ErrConnectionFailed) {
+	killed := newPilot(t, d, Options{Hosts: []string{"k"}})
+	if err := killed.Publish(ctx, "t", []byte("x")); !errors.Is(err, transport.ErrConnectionFailed) {
 		t.Fatalf("killed broker: %v", err)
 	}
-	short := newPilot(t, d, PilotOptions{Hosts: []string{"k"}, PublishTimeout: 50 * time.Millisecond})
-	if err := short.Publish(ctx, "t", []byte("x")); !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+	short := newPilot(t, d, Options{Hosts: []string{"k"}, PublishTimeout: 50 * time.Millisecond})
+	if err := short.Publish(ctx, "t", []byte("x")); !errors.Is(err, transport.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("publish deadline: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -223,21 +226,21 @@ func TestPilotErrorMapping(t *testing.T) {
 	if err := tr.Publish(cctx, "t", []byte("x")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled ctx: %v", err)
 	}
-	if err := tr.Publish(ctx, "--json", []byte("x")); !errors.Is(err, ErrInvalidArgument) {
+	if err := tr.Publish(ctx, "--json", []byte("x")); !errors.Is(err, transport.ErrInvalidArgument) {
 		t.Fatalf("flag-like topic: %v", err)
 	}
 	tr.Close()
-	if err := tr.Publish(ctx, "t", []byte("x")); !errors.Is(err, ErrClosed) {
+	if err := tr.Publish(ctx, "t", []byte("x")); !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("after close: %v", err)
 	}
-	if err := tr.Subscribe(ctx, "t", func(Message) {}); !errors.Is(err, ErrClosed) {
+	if err := tr.Subscribe(ctx, "t", func(transport.Message) {}); !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("subscribe after close: %v", err)
 	}
 }
 
 func TestPilotMissingBinary(t *testing.T) {
 	for _, bin := range []string{"pilotctl-not-installed-here", "/nonexistent/dir/pilotctl"} {
-		_, err := NewPilotTransport(PilotOptions{Binary: bin, Hosts: []string{"a"}})
+		_, err := New(Options{Binary: bin, Hosts: []string{"a"}})
 		if !errors.Is(err, exec.ErrNotFound) || !strings.Contains(err.Error(), bin) {
 			t.Fatalf("%s: %v", bin, err)
 		}
@@ -247,11 +250,11 @@ func TestPilotMissingBinary(t *testing.T) {
 func TestPilotSeveralHostsDeliverOnce(t *testing.T) {
 	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a", "b"}})
 	hosts := []string{"a", "b"}
-	alice := newPilot(t, d, PilotOptions{Hosts: hosts})
-	bob := newPilot(t, d, PilotOptions{Hosts: hosts})
+	alice := newPilot(t, d, Options{Hosts: hosts})
+	bob := newPilot(t, d, Options{Hosts: hosts})
 	ctx := context.Background()
-	c := newCollector()
-	if err := bob.Subscribe(ctx, "t", c.deliver); err != nil {
+	c := transporttest.NewCollector()
+	if err := bob.Subscribe(ctx, "t", c.Deliver); err != nil {
 		t.Fatal(err)
 	}
 	waitLive(t, d, "a", "t", 1)
@@ -260,11 +263,11 @@ func TestPilotSeveralHostsDeliverOnce(t *testing.T) {
 		if err := alice.Publish(ctx, "t", []byte("vote")); err != nil {
 			t.Fatal(err)
 		}
-		if m := c.next(t); string(m.Payload) != "vote" {
+		if m := c.Next(t); string(m.Payload) != "vote" {
 			t.Fatalf("got %q", m.Payload)
 		}
-		waitFor(t, "the second host's copy", func() bool { return bob.Stats().Duplicates == uint64(i) })
-		c.none(t)
+		transporttest.WaitFor(t, "the second host's copy", func() bool { return bob.Stats().Duplicates == uint64(i) })
+		c.None(t)
 	}
 	// One host down: publish still succeeds through the other; the failure
 	// is counted on that broker only.
@@ -272,10 +275,10 @@ func TestPilotSeveralHostsDeliverOnce(t *testing.T) {
 	if err := alice.Publish(ctx, "t", []byte("half")); err != nil {
 		t.Fatal(err)
 	}
-	if m := c.next(t); string(m.Payload) != "half" {
+	if m := c.Next(t); string(m.Payload) != "half" {
 		t.Fatalf("got %q", m.Payload)
 	}
-	waitFor(t, "b's publish error", func() bool { return alice.BrokerStats()[1].PublishErrors == 1 })
+	transporttest.WaitFor(t, "b's publish error", func() bool { return alice.BrokerStats()[1].PublishErrors == 1 })
 	if s := alice.Stats(); s.Published != 3 || s.PublishErrors != 0 {
 		t.Fatalf("alice stats %+v", s)
 	}
@@ -294,11 +297,11 @@ func TestPilotSeveralHostsDeliverOnce(t *testing.T) {
 func TestPilotHangingBrokerBlocksNothing(t *testing.T) {
 	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a", "k"}, KillHang: 20 * time.Second})
 	hosts := []string{"a", "k"}
-	alice := newPilot(t, d, PilotOptions{Hosts: hosts, PublishTimeout: 300 * time.Millisecond, PublishBackoffMin: 2 * time.Second})
-	bob := newPilot(t, d, PilotOptions{Hosts: []string{"a"}})
+	alice := newPilot(t, d, Options{Hosts: hosts, PublishTimeout: 300 * time.Millisecond, PublishBackoffMin: 2 * time.Second})
+	bob := newPilot(t, d, Options{Hosts: []string{"a"}})
 	ctx := context.Background()
-	c := newCollector()
-	if err := bob.Subscribe(ctx, "t", c.deliver); err != nil {
+	c := transporttest.NewCollector()
+	if err := bob.Subscribe(ctx, "t", c.Deliver); err != nil {
 		t.Fatal(err)
 	}
 	waitLive(t, d, "a", "t", 1)
@@ -309,14 +312,14 @@ func TestPilotHangingBrokerBlocksNothing(t *testing.T) {
 		if err := alice.Publish(ctx, "t", fmt.Appendf(nil, "m%d", i)); err != nil {
 			t.Fatal(err)
 		}
-		if m := c.next(t); string(m.Payload) != fmt.Sprintf("m%d", i) {
+		if m := c.Next(t); string(m.Payload) != fmt.Sprintf("m%d", i) {
 			t.Fatalf("got %q", m.Payload)
 		}
 	}
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("%d messages took %v with one broker hanging", n, took)
 	}
-	waitFor(t, "every message to k settled", func() bool { k := alice.BrokerStats()[1]; return k.PublishErrors+k.Dropped == n })
+	transporttest.WaitFor(t, "every message to k settled", func() bool { k := alice.BrokerStats()[1]; return k.PublishErrors+k.Dropped == n })
 	k := alice.BrokerStats()[1]
 	if k.Published != 0 || k.PublishErrors > 2 || k.PublishErrors+k.Dropped != n {
 		t.Fatalf("the hanging broker: %+v (want every message failed or dropped, at most 2 processes)", k)
@@ -327,14 +330,14 @@ func TestPilotHangingBrokerBlocksNothing(t *testing.T) {
 func TestPilotQueueDropsOldest(t *testing.T) {
 	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a", "k"}, KillHang: 20 * time.Second})
 	d.KillBroker("k")
-	tr := newPilot(t, d, PilotOptions{Hosts: []string{"a", "k"}, PublishWorkers: 1, PublishQueue: 2, PublishTimeout: 5 * time.Second})
+	tr := newPilot(t, d, Options{Hosts: []string{"a", "k"}, PublishWorkers: 1, PublishQueue: 2, PublishTimeout: 5 * time.Second})
 	for i := range 6 {
 		if err := tr.Publish(context.Background(), "t", fmt.Appendf(nil, "m%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// One in flight, two queued: the other three were dropped, oldest first.
-	waitFor(t, "three drops", func() bool { return tr.BrokerStats()[1].Dropped == 3 })
+	transporttest.WaitFor(t, "three drops", func() bool { return tr.BrokerStats()[1].Dropped == 3 })
 	if k := tr.BrokerStats()[1]; k.PublishErrors != 0 || k.Published != 0 {
 		t.Fatalf("%+v", k)
 	}
@@ -346,15 +349,15 @@ func TestPilotQueueDropsOldest(t *testing.T) {
 func TestPilotStalledSubscriptionRestarted(t *testing.T) {
 	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a", "b", "z"}, DeadSubscriberWindow: 1, DeadSubscriberBlock: time.Minute})
 	hosts := []string{"a", "b"}
-	zombie := newPilot(t, d, PilotOptions{Hosts: []string{"b"}, Env: []string{pilotstandin.EnvNode + "=z"}})
-	if err := zombie.Subscribe(context.Background(), "t", func(Message) {}); err != nil {
+	zombie := newPilot(t, d, Options{Hosts: []string{"b"}, Env: []string{pilotstandin.EnvNode + "=z"}})
+	if err := zombie.Subscribe(context.Background(), "t", func(transport.Message) {}); err != nil {
 		t.Fatal(err)
 	}
 	waitLive(t, d, "b", "t", 1)
-	alice := newPilot(t, d, PilotOptions{Hosts: hosts})
-	bob := newPilot(t, d, PilotOptions{Hosts: hosts, StallAfter: 300 * time.Millisecond})
-	c := newCollector()
-	if err := bob.Subscribe(context.Background(), "t", c.deliver); err != nil {
+	alice := newPilot(t, d, Options{Hosts: hosts})
+	bob := newPilot(t, d, Options{Hosts: hosts, StallAfter: 300 * time.Millisecond})
+	c := transporttest.NewCollector()
+	if err := bob.Subscribe(context.Background(), "t", c.Deliver); err != nil {
 		t.Fatal(err)
 	}
 	waitLive(t, d, "a", "t", 1)
@@ -367,7 +370,7 @@ func TestPilotStalledSubscriptionRestarted(t *testing.T) {
 		if err := alice.Publish(context.Background(), "t", fmt.Appendf(nil, "m%d", i)); err != nil {
 			t.Fatal(err)
 		}
-		if m := c.next(t); string(m.Payload) != fmt.Sprintf("m%d", i) {
+		if m := c.Next(t); string(m.Payload) != fmt.Sprintf("m%d", i) {
 			t.Fatalf("got %q", m.Payload)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -375,7 +378,7 @@ func TestPilotStalledSubscriptionRestarted(t *testing.T) {
 	if !d.Blocked("b") {
 		t.Fatal("b is not blocked: the test did not exercise the fault")
 	}
-	waitFor(t, "the stalled subscription's restart", func() bool { return bob.BrokerStats()[1].Restarts >= 1 })
+	transporttest.WaitFor(t, "the stalled subscription's restart", func() bool { return bob.BrokerStats()[1].Restarts >= 1 })
 	if a := bob.BrokerStats()[0]; a.Stalls != 0 {
 		t.Fatalf("the live broker was declared stalled: %+v", a)
 	}
@@ -385,33 +388,33 @@ func TestPilotStalledSubscriptionRestarted(t *testing.T) {
 // echoes them (its own broker is never published to).
 func TestPilotLoopback(t *testing.T) {
 	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"me", "peer"}})
-	tr := newPilot(t, d, PilotOptions{Hosts: []string{"peer"}, SubscribeHosts: []string{"me"}, Loopback: true, Env: []string{pilotstandin.EnvNode + "=me"}})
-	peer := newPilot(t, d, PilotOptions{Hosts: []string{"me"}, Env: []string{pilotstandin.EnvNode + "=peer"}})
-	c := newCollector()
-	if err := tr.Subscribe(context.Background(), "t", c.deliver); err != nil {
+	tr := newPilot(t, d, Options{Hosts: []string{"peer"}, SubscribeHosts: []string{"me"}, Loopback: true, Env: []string{pilotstandin.EnvNode + "=me"}})
+	peer := newPilot(t, d, Options{Hosts: []string{"me"}, Env: []string{pilotstandin.EnvNode + "=peer"}})
+	c := transporttest.NewCollector()
+	if err := tr.Subscribe(context.Background(), "t", c.Deliver); err != nil {
 		t.Fatal(err)
 	}
 	waitLive(t, d, "me", "t", 1)
 	if err := tr.Publish(context.Background(), "t", []byte("mine")); err != nil {
 		t.Fatal(err)
 	}
-	if m := c.next(t); string(m.Payload) != "mine" {
+	if m := c.Next(t); string(m.Payload) != "mine" {
 		t.Fatalf("got %q", m.Payload)
 	}
 	if err := peer.Publish(context.Background(), "t", []byte("theirs")); err != nil {
 		t.Fatal(err)
 	}
-	if m := c.next(t); string(m.Payload) != "theirs" {
+	if m := c.Next(t); string(m.Payload) != "theirs" {
 		t.Fatalf("got %q", m.Payload)
 	}
-	c.none(t)
+	c.None(t)
 	if d.SelfPublishes() != 0 {
 		t.Fatal("published to its own broker")
 	}
 }
 
 func TestPilotLayout(t *testing.T) {
-	self, err := ParsePilotNode(map[string]any{"node_id": float64(5), "address": "0:0000.0000.0005", "hostname": "me"})
+	self, err := ParseNode(map[string]any{"node_id": float64(5), "address": "0:0000.0000.0005", "hostname": "me"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,23 +428,23 @@ func TestPilotLayout(t *testing.T) {
 			t.Errorf("%q is self", ref)
 		}
 	}
-	pub, sub, loop, err := PilotLayout(self, []string{"x", "y", "z"})
+	pub, sub, loop, err := Layout(self, []string{"x", "y", "z"})
 	if err != nil || strings.Join(pub, ",") != "x,y,z" || strings.Join(sub, ",") != "x,y,z" || loop {
 		t.Fatalf("dedicated: %v %v %v %v", pub, sub, loop, err)
 	}
-	pub, sub, loop, err = PilotLayout(self, []string{"x", "me", "y"})
+	pub, sub, loop, err = Layout(self, []string{"x", "me", "y"})
 	if err != nil || strings.Join(pub, ",") != "x,y" || strings.Join(sub, ",") != "me" || !loop {
 		t.Fatalf("members' nodes: %v %v %v %v", pub, sub, loop, err)
 	}
-	if _, _, _, err := PilotLayout(self, []string{"5"}); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "floods") {
+	if _, _, _, err := Layout(self, []string{"5"}); !errors.Is(err, transport.ErrInvalidArgument) || !strings.Contains(err.Error(), "floods") {
 		t.Fatalf("only self: %v", err)
 	}
-	if _, _, _, err := PilotLayout(self, []string{"me", "5", "x"}); !errors.Is(err, ErrInvalidArgument) {
+	if _, _, _, err := Layout(self, []string{"me", "5", "x"}); !errors.Is(err, transport.ErrInvalidArgument) {
 		t.Fatalf("self twice: %v", err)
 	}
 	for _, bad := range []map[string]any{{}, {"node_id": "5", "address": "a"}, {"node_id": 1.5, "address": "a"}, {"node_id": float64(1)}} {
-		if _, err := ParsePilotNode(bad); err == nil {
-			t.Errorf("ParsePilotNode(%v) accepted", bad)
+		if _, err := ParseNode(bad); err == nil {
+			t.Errorf("ParseNode(%v) accepted", bad)
 		}
 	}
 }
@@ -473,10 +476,10 @@ func TestDedupBounded(t *testing.T) {
 
 func TestPilotCancelStopsProcesses(t *testing.T) {
 	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a"}})
-	tr := newPilot(t, d, PilotOptions{})
+	tr := newPilot(t, d, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
-	c := newCollector()
-	if err := tr.Subscribe(ctx, "*", c.deliver); err != nil {
+	c := transporttest.NewCollector()
+	if err := tr.Subscribe(ctx, "*", c.Deliver); err != nil {
 		t.Fatal(err)
 	}
 	waitLive(t, d, "a", "*", 1)
@@ -484,11 +487,11 @@ func TestPilotCancelStopsProcesses(t *testing.T) {
 	if err := tr.Publish(context.Background(), "election:x", []byte("w")); err != nil {
 		t.Fatal(err)
 	}
-	if m := c.next(t); m.Topic != "election:x" || string(m.Payload) != "w" {
+	if m := c.Next(t); m.Topic != "election:x" || string(m.Payload) != "w" {
 		t.Fatalf("got %+v", m)
 	}
 	cancel()
-	waitFor(t, "the subscribe process to go", func() bool { return d.Subscribers("a", "") == 0 })
+	transporttest.WaitFor(t, "the subscribe process to go", func() bool { return d.Subscribers("a", "") == 0 })
 	if s := tr.Stats(); s.Resubscribes != 0 {
 		t.Fatalf("a cancelled subscription is not a gap: %+v", s)
 	}
@@ -500,7 +503,7 @@ func TestPilotCancelStopsProcesses(t *testing.T) {
 func TestPilotCloseLetsPublishesFinish(t *testing.T) {
 	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a", "k"}, KillHang: 20 * time.Second})
 	d.KillBroker("k")
-	tr := newPilot(t, d, PilotOptions{Hosts: []string{"a", "k"}, PublishTimeout: 400 * time.Millisecond})
+	tr := newPilot(t, d, Options{Hosts: []string{"a", "k"}, PublishTimeout: 400 * time.Millisecond})
 	if err := tr.Publish(context.Background(), "t", []byte("resign")); err != nil {
 		t.Fatal(err)
 	}
@@ -527,4 +530,76 @@ func TestPilotNodeID(t *testing.T) {
 			t.Errorf("pilotNodeID(%q) = %d, %v; want %d, %v", c.in, id, ok, c.id, c.isID)
 		}
 	}
+}
+
+func TestExchangePilot(t *testing.T) {
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"hub", "spare"}})
+	hosts := []string{"hub", "spare"}
+	var trs []transport.Transport
+	for range 3 {
+		trs = append(trs, newPilot(t, d, Options{Hosts: hosts}))
+	}
+	transporttest.Exchange(t, trs, func() {
+		waitLive(t, d, "hub", "election:swarm", 3)
+		waitLive(t, d, "spare", "election:swarm", 3)
+	})
+}
+
+func BenchmarkPilotPublish(b *testing.B) {
+	d, err := pilotstandin.NewDaemon(pilotstandin.Options{Hosts: []string{"a"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	tr, err := New(Options{Binary: pilotstandin.Build(b), Hosts: []string{"a"}, Env: d.Env()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tr.Close()
+	c := transporttest.NewCollector()
+	tr.Subscribe(context.Background(), "t", c.Deliver)
+	for d.Subscribers("a", "t") < 1 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := tr.Publish(context.Background(), "t", []byte(`{"type":"heartbeat"}`)); err != nil {
+			b.Fatal(err)
+		}
+		<-c.C
+	}
+}
+
+// BenchmarkPilotPublishCost: what a long-lived publisher could save. "exec"
+// is the transport's way, one pilotctl process per publish; "in-process"
+// sends the same request to the daemon from a process that is already
+// running (the stand-in's CLI called as a function), which is what a
+// persistent publisher would cost if pilotctl offered one (it does not).
+func BenchmarkPilotPublishCost(b *testing.B) {
+	d, err := pilotstandin.NewDaemon(pilotstandin.Options{Hosts: []string{"a"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	payload := `{"type":"heartbeat","leader":"a1","term":7,"seq":42}`
+	b.Run("exec", func(b *testing.B) {
+		tr, err := New(Options{Binary: pilotstandin.Build(b), Hosts: []string{"a"}, Env: d.Env()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer tr.Close()
+		for range b.N {
+			if err := tr.Publish(context.Background(), "t", []byte(payload)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("in-process", func(b *testing.B) {
+		b.Setenv(pilotstandin.EnvSocket, d.Socket())
+		for range b.N {
+			if code := pilotstandin.Main([]string{"--json", "publish", "a", "t", "--data=" + payload}, io.Discard, io.Discard); code != 0 {
+				b.Fatal(code)
+			}
+		}
+	})
 }

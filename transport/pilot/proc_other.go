@@ -1,6 +1,6 @@
 //go:build !linux
 
-package transport
+package pilot
 
 import "syscall"
 

@@ -1,4 +1,4 @@
-package transport
+package nats
 
 import (
 	"context"
@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/electcore/electcore/transport"
 )
 
-// NATSOptions configures NewNATSTransport.
-type NATSOptions struct {
+// Options configures New.
+type Options struct {
 	// URL of the NATS server(s): "nats://127.0.0.1:4222", comma-separated
 	// for several. Default nats.DefaultURL.
 	URL string
@@ -45,20 +47,20 @@ type NATSOptions struct {
 	Logger *slog.Logger // nil: silent
 }
 
-// NATSTransport is a Transport over core NATS (github.com/nats-io/nats.go).
+// Transport is a transport.Transport over core NATS (github.com/nats-io/nats.go).
 //
-// Topics map to subjects with NATSSubject. Echo is on, so a node receives
+// Topics map to subjects with Subject. Echo is on, so a node receives
 // its own publishes. Subscriptions survive server restarts: nats.go
 // reconnects forever and re-subscribes; each reconnect adds the number of
 // active subscriptions to Resubscribes, each loss of the connection counts in
 // Disconnects. Core NATS stores nothing: messages published while a
 // subscriber is disconnected are lost (as on pilot).
-type NATSTransport struct {
+type Transport struct {
 	nc     *nats.Conn
 	url    string // redacted, for messages
-	opts   NATSOptions
+	opts   Options
 	logger *slog.Logger
-	c      counters
+	c      transport.Counters
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -68,12 +70,12 @@ type NATSTransport struct {
 	wg     sync.WaitGroup
 }
 
-var _ Transport = (*NATSTransport)(nil)
+var _ transport.Transport = (*Transport)(nil)
 
-// NewNATSTransport connects to NATS. The initial connect is bounded: when no
+// New connects to NATS. The initial connect is bounded: when no
 // server answers it fails with "cannot reach NATS at <url>: ..." (matching
 // ErrConnectionFailed). After that the connection is kept up forever.
-func NewNATSTransport(opts NATSOptions) (*NATSTransport, error) {
+func New(opts Options) (*Transport, error) {
 	if opts.URL == "" {
 		opts.URL = nats.DefaultURL
 	}
@@ -100,7 +102,7 @@ func NewNATSTransport(opts NATSOptions) (*NATSTransport, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &NATSTransport{
+	t := &Transport{
 		url:    redactURLs(opts.URL),
 		opts:   opts,
 		logger: logger.With("transport", "nats"),
@@ -124,7 +126,7 @@ func NewNATSTransport(opts NATSOptions) (*NATSTransport, error) {
 	nc, err := nats.Connect(opts.URL, append(nopts, opts.Extra...)...)
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("cannot reach NATS at %s: %w (%w)", t.url, err, ErrConnectionFailed)
+		return nil, fmt.Errorf("cannot reach NATS at %s: %w (%w)", t.url, err, transport.ErrConnectionFailed)
 	}
 	t.nc = nc
 	return t, nil
@@ -142,7 +144,7 @@ func redactURLs(s string) string {
 
 const natsEncodedPrefix = "electcore.enc."
 
-// NATSSubject maps a topic to the NATS subject it travels on. Topics made
+// Subject maps a topic to the NATS subject it travels on. Topics made
 // only of ASCII letters, digits, '_', '-', ':' and '.' (no empty tokens) are
 // used as they are: "election:g1" is the subject "election:g1" (NATS allows
 // ':'; only whitespace, '.', '*', '>' are special), so other NATS tools see
@@ -150,7 +152,7 @@ const natsEncodedPrefix = "electcore.enc."
 // leading/trailing/double '.') and any topic starting with "electcore.enc."
 // becomes "electcore.enc." + base64url(topic), so the mapping is
 // deterministic and injective, and a topic never acts as a wildcard.
-func NATSSubject(topic string) string {
+func Subject(topic string) string {
 	if natsPlain(topic) {
 		return topic
 	}
@@ -171,7 +173,7 @@ func natsPlain(topic string) bool {
 	return true
 }
 
-func (t *NATSTransport) onDisconnect(nc *nats.Conn, err error) {
+func (t *Transport) onDisconnect(nc *nats.Conn, err error) {
 	t.mu.Lock()
 	closed := t.closed
 	subs := make([]*natsSub, 0, len(t.subs))
@@ -182,27 +184,27 @@ func (t *NATSTransport) onDisconnect(nc *nats.Conn, err error) {
 	if closed {
 		return
 	}
-	t.c.disconnects.Add(1)
+	t.c.Disconnects.Add(1)
 	if err == nil {
 		err = errors.New("disconnected")
 	}
 	t.logger.Warn("NATS connection lost; reconnecting (messages in the gap are lost)", "url", t.url, "err", err)
 	if t.opts.OnGap != nil {
 		for _, s := range subs {
-			t.opts.OnGap(s.topic, t.url, fmt.Errorf("%w: %w", ErrConnectionFailed, err))
+			t.opts.OnGap(s.topic, t.url, fmt.Errorf("%w: %w", transport.ErrConnectionFailed, err))
 		}
 	}
 }
 
-func (t *NATSTransport) onReconnect(nc *nats.Conn) {
+func (t *Transport) onReconnect(nc *nats.Conn) {
 	t.mu.Lock()
 	n := len(t.subs)
 	t.mu.Unlock()
-	t.c.resubscribes.Add(uint64(n))
+	t.c.Resubscribes.Add(uint64(n))
 	t.logger.Info("NATS reconnected; subscriptions restored", "url", nc.ConnectedUrlRedacted(), "subscriptions", n)
 }
 
-func (t *NATSTransport) onError(nc *nats.Conn, sub *nats.Subscription, err error) {
+func (t *Transport) onError(nc *nats.Conn, sub *nats.Subscription, err error) {
 	subject := ""
 	if sub != nil {
 		subject = sub.Subject
@@ -210,7 +212,7 @@ func (t *NATSTransport) onError(nc *nats.Conn, sub *nats.Subscription, err error
 	t.logger.Warn("NATS async error", "subject", subject, "err", err)
 }
 
-func (t *NATSTransport) enter() bool {
+func (t *Transport) enter() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -220,7 +222,7 @@ func (t *NATSTransport) enter() bool {
 	return true
 }
 
-// Publish sends payload on NATSSubject(topic): nats.go's flusher writes it to
+// Publish sends payload on Subject(topic): nats.go's flusher writes it to
 // the connection at once. It does not wait for the server's PONG: that
 // answer comes on the same connection as every message delivered to this
 // client, so under a flood on a subscribed subject each publish waited
@@ -228,32 +230,32 @@ func (t *NATSTransport) enter() bool {
 // acks (published one after another) with it: the lease lapsed. While the
 // connection is down it fails at once with an error matching
 // ErrConnectionFailed rather than buffering stale messages.
-func (t *NATSTransport) Publish(ctx context.Context, topic string, payload []byte) error {
+func (t *Transport) Publish(ctx context.Context, topic string, payload []byte) error {
 	err := t.publish(ctx, topic, payload)
 	if err != nil {
-		t.c.publishErrors.Add(1)
+		t.c.PublishErrors.Add(1)
 		return err
 	}
-	t.c.published.Add(1)
+	t.c.Published.Add(1)
 	return nil
 }
 
-func (t *NATSTransport) publish(ctx context.Context, topic string, payload []byte) error {
+func (t *Transport) publish(ctx context.Context, topic string, payload []byte) error {
 	if !t.enter() {
-		return ErrClosed
+		return transport.ErrClosed
 	}
 	defer t.wg.Done()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if topic == "" {
-		return fmt.Errorf("transport: empty topic: %w", ErrInvalidArgument)
+		return fmt.Errorf("transport: empty topic: %w", transport.ErrInvalidArgument)
 	}
 	if st := t.nc.Status(); st != nats.CONNECTED {
-		return fmt.Errorf("nats publish: %w (%s, %s)", ErrConnectionFailed, st, t.url)
+		return fmt.Errorf("nats publish: %w (%s, %s)", transport.ErrConnectionFailed, st, t.url)
 	}
-	if err := t.nc.Publish(NATSSubject(topic), payload); err != nil {
-		return fmt.Errorf("nats publish: %w (%w)", err, ErrConnectionFailed)
+	if err := t.nc.Publish(Subject(topic), payload); err != nil {
+		return fmt.Errorf("nats publish: %w (%w)", err, transport.ErrConnectionFailed)
 	}
 	return nil
 }
@@ -261,34 +263,34 @@ func (t *NATSTransport) publish(ctx context.Context, topic string, payload []byt
 type natsSub struct {
 	topic   string
 	sub     *nats.Subscription // set before it is listed in t.subs
-	deliver func(Message)
+	deliver func(transport.Message)
 	mu      sync.Mutex // held while delivering; stopped set under it
 	stopped bool
 }
 
-// Subscribe subscribes to NATSSubject(topic); the subscription is live on the
+// Subscribe subscribes to Subject(topic); the subscription is live on the
 // server when Subscribe returns (it flushes). deliver runs on the
 // subscription's own nats.go goroutine, one message at a time, and never
 // after ctx ends or Close returns.
-func (t *NATSTransport) Subscribe(ctx context.Context, topic string, deliver func(Message)) error {
+func (t *Transport) Subscribe(ctx context.Context, topic string, deliver func(transport.Message)) error {
 	if topic == "" {
-		return fmt.Errorf("transport: empty topic: %w", ErrInvalidArgument)
+		return fmt.Errorf("transport: empty topic: %w", transport.ErrInvalidArgument)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if !t.enter() {
-		return ErrClosed
+		return transport.ErrClosed
 	}
 	s := &natsSub{topic: topic, deliver: deliver}
-	sub, err := t.nc.Subscribe(NATSSubject(topic), func(m *nats.Msg) {
+	sub, err := t.nc.Subscribe(Subject(topic), func(m *nats.Msg) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.stopped {
 			return
 		}
-		t.c.received.Add(1)
-		s.deliver(Message{Topic: topic, Payload: m.Data})
+		t.c.Received.Add(1)
+		s.deliver(transport.Message{Topic: topic, Payload: m.Data})
 	})
 	if err != nil {
 		t.wg.Done()
@@ -316,7 +318,7 @@ func (t *NATSTransport) Subscribe(ctx context.Context, topic string, deliver fun
 		}
 		t.mu.Lock()
 		if n, err := sub.Dropped(); err == nil {
-			t.c.dropped.Add(uint64(n)) // counted from here on (Stats)
+			t.c.Dropped.Add(uint64(n)) // counted from here on (Stats)
 		}
 		delete(t.subs, s)
 		t.mu.Unlock()
@@ -331,8 +333,8 @@ func (t *NATSTransport) Subscribe(ctx context.Context, topic string, deliver fun
 // Stats returns the transport's counters. Dropped counts the messages
 // nats.go dropped because a subscription's pending buffer was full (a slow
 // consumer: deliver could not keep up), of live and ended subscriptions.
-func (t *NATSTransport) Stats() Stats {
-	s := t.c.snapshot()
+func (t *Transport) Stats() transport.Stats {
+	s := t.c.Snapshot()
 	t.mu.Lock()
 	for ns := range t.subs {
 		if n, err := ns.sub.Dropped(); err == nil {
@@ -344,11 +346,11 @@ func (t *NATSTransport) Stats() Stats {
 }
 
 // Conn exposes the underlying connection (for diagnostics).
-func (t *NATSTransport) Conn() *nats.Conn { return t.nc }
+func (t *Transport) Conn() *nats.Conn { return t.nc }
 
 // Close ends every subscription (no deliver call is running or will run
 // once it returns) and closes the connection. Idempotent.
-func (t *NATSTransport) Close() error {
+func (t *Transport) Close() error {
 	t.mu.Lock()
 	already := t.closed
 	t.closed = true

@@ -1,4 +1,4 @@
-package transport
+package pilot
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ func FuzzPilotLine(f *testing.F) {
 		f.Add([]byte(s), false)
 	}
 	f.Fuzz(func(t *testing.T, line []byte, wildcard bool) {
-		s := &pilotSub{t: &PilotTransport{opts: PilotOptions{MaxLineBytes: 1 << 16}}, topic: "election:g"}
+		s := &pilotSub{t: &Transport{opts: Options{MaxLineBytes: 1 << 16}}, topic: "election:g"}
 		if wildcard {
 			s.topic = "*"
 		}
@@ -37,13 +37,13 @@ func FuzzPilotLine(f *testing.F) {
 }
 
 // FuzzPilotError maps arbitrary pilotctl stderr to an error: always a
-// *PilotError, never a panic.
+// *Error, never a panic.
 func FuzzPilotError(f *testing.F) {
 	f.Add([]byte(`{"status":"error","code":"not_found","message":"no such host","hint":"check"}`))
 	f.Add([]byte("garbage\n{\"code\":\"timeout\"}\n"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, stderr []byte) {
-		var pe *PilotError
+		var pe *Error
 		if err := parsePilotError("publish", "h", stderr, errors.New("exit status 1")); !errors.As(err, &pe) || pe.Code == "" {
 			t.Fatalf("stderr %q gave %v", stderr, err)
 		}

@@ -1,4 +1,4 @@
-package transport
+package mem
 
 import (
 	"container/heap"
@@ -8,10 +8,12 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/electcore/electcore/transport"
 )
 
-// MemOptions configures NewMemBus.
-type MemOptions struct {
+// Options configures NewBus.
+type Options struct {
 	// Seed seeds the bus's random decisions (loss, duplication, delay), so a
 	// run's fault decisions are reproducible for a given order of publishes.
 	Seed uint64
@@ -26,12 +28,12 @@ type MemOptions struct {
 	Logger     *slog.Logger // nil: silent
 }
 
-// MemBus is an in-process pub/sub bus with fault injection. Every node gets
+// Bus is an in-process pub/sub bus with fault injection. Every node gets
 // its own Transport from Transport(nodeID); a publish is offered to every
 // subscription on the topic, including the publisher's own (loopback), and
 // each copy is independently subject to loss, duplication, delay (which
 // reorders) and partitions. Fault settings can be changed at any time.
-type MemBus struct {
+type Bus struct {
 	logger     *slog.Logger
 	queueLimit int
 
@@ -42,12 +44,12 @@ type MemBus struct {
 	dmax      time.Duration
 	blocked   map[[2]string]bool   // from -> to
 	subs      map[string][]*memSub // per topic, in subscription order (deterministic decisions)
-	nodes     map[string]*MemTransport
+	nodes     map[string]*Transport
 	closed    bool
 }
 
-// NewMemBus returns an empty bus.
-func NewMemBus(opts MemOptions) *MemBus {
+// NewBus returns an empty bus.
+func NewBus(opts Options) *Bus {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -55,13 +57,13 @@ func NewMemBus(opts MemOptions) *MemBus {
 	if opts.QueueLimit <= 0 {
 		opts.QueueLimit = 4096
 	}
-	b := &MemBus{
+	b := &Bus{
 		logger:     logger,
 		queueLimit: opts.QueueLimit,
 		rng:        rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
 		blocked:    map[[2]string]bool{},
 		subs:       map[string][]*memSub{},
-		nodes:      map[string]*MemTransport{},
+		nodes:      map[string]*Transport{},
 	}
 	b.SetLoss(opts.Loss)
 	b.SetDuplicate(opts.Duplicate)
@@ -71,13 +73,13 @@ func NewMemBus(opts MemOptions) *MemBus {
 
 // Transport returns node nodeID's Transport (the same one on every call until
 // it is closed; a closed node gets a fresh Transport, like a restarted process).
-func (b *MemBus) Transport(nodeID string) *MemTransport {
+func (b *Bus) Transport(nodeID string) *Transport {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if t, ok := b.nodes[nodeID]; ok {
 		return t
 	}
-	t := &MemTransport{bus: b, node: nodeID, subs: map[*memSub]struct{}{}}
+	t := &Transport{bus: b, node: nodeID, subs: map[*memSub]struct{}{}}
 	if b.closed {
 		t.closed = true
 	}
@@ -86,14 +88,14 @@ func (b *MemBus) Transport(nodeID string) *MemTransport {
 }
 
 // SetLoss sets the probability (0..1) that one delivered copy is lost.
-func (b *MemBus) SetLoss(p float64) {
+func (b *Bus) SetLoss(p float64) {
 	b.mu.Lock()
 	b.loss = clamp01(p)
 	b.mu.Unlock()
 }
 
 // SetDuplicate sets the probability (0..1) that one delivered copy is delivered twice.
-func (b *MemBus) SetDuplicate(p float64) {
+func (b *Bus) SetDuplicate(p float64) {
 	b.mu.Lock()
 	b.dup = clamp01(p)
 	b.mu.Unlock()
@@ -101,7 +103,7 @@ func (b *MemBus) SetDuplicate(p float64) {
 
 // SetDelay makes each copy wait a uniformly random time in [min, max]
 // before delivery; copies may therefore be reordered. Zero means immediate.
-func (b *MemBus) SetDelay(min, max time.Duration) {
+func (b *Bus) SetDelay(min, max time.Duration) {
 	if min < 0 {
 		min = 0
 	}
@@ -114,7 +116,7 @@ func (b *MemBus) SetDelay(min, max time.Duration) {
 }
 
 // Block stops delivery from every node in from to every node in to (one way).
-func (b *MemBus) Block(from, to []string) {
+func (b *Bus) Block(from, to []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, f := range from {
@@ -127,7 +129,7 @@ func (b *MemBus) Block(from, to []string) {
 }
 
 // Unblock re-allows delivery from every node in from to every node in to.
-func (b *MemBus) Unblock(from, to []string) {
+func (b *Bus) Unblock(from, to []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, f := range from {
@@ -138,23 +140,23 @@ func (b *MemBus) Unblock(from, to []string) {
 }
 
 // Partition blocks delivery both ways between node sets a and b.
-func (b *MemBus) Partition(a, c []string) {
+func (b *Bus) Partition(a, c []string) {
 	b.Block(a, c)
 	b.Block(c, a)
 }
 
 // Heal removes every partition and block (loss and delay stay as set).
-func (b *MemBus) Heal() {
+func (b *Bus) Heal() {
 	b.mu.Lock()
 	clear(b.blocked)
 	b.mu.Unlock()
 }
 
 // Close closes every node's Transport.
-func (b *MemBus) Close() error {
+func (b *Bus) Close() error {
 	b.mu.Lock()
 	b.closed = true
-	nodes := make([]*MemTransport, 0, len(b.nodes))
+	nodes := make([]*Transport, 0, len(b.nodes))
 	for _, t := range b.nodes {
 		nodes = append(nodes, t)
 	}
@@ -168,7 +170,7 @@ func (b *MemBus) Close() error {
 func clamp01(p float64) float64 { return max(0, min(1, p)) }
 
 // delayLocked draws one delay; b.mu must be held.
-func (b *MemBus) delayLocked() time.Duration {
+func (b *Bus) delayLocked() time.Duration {
 	if b.dmax <= 0 {
 		return 0
 	}
@@ -178,17 +180,17 @@ func (b *MemBus) delayLocked() time.Duration {
 	return b.dmin + time.Duration(b.rng.Int64N(int64(b.dmax-b.dmin)+1))
 }
 
-func (b *MemBus) publish(from string, topic string, payload []byte) {
+func (b *Bus) publish(from string, topic string, payload []byte) {
 	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, s := range b.subs[topic] {
 		if s.node.node != from && b.blocked[[2]string{from, s.node.node}] {
-			s.node.counters.dropped.Add(1)
+			s.node.counters.Dropped.Add(1)
 			continue
 		}
 		if b.loss > 0 && b.rng.Float64() < b.loss {
-			s.node.counters.dropped.Add(1)
+			s.node.counters.Dropped.Add(1)
 			continue
 		}
 		copies := 1
@@ -196,17 +198,17 @@ func (b *MemBus) publish(from string, topic string, payload []byte) {
 			copies = 2
 		}
 		for range copies {
-			m := Message{Topic: topic, Payload: append([]byte(nil), payload...)}
+			m := transport.Message{Topic: topic, Payload: append([]byte(nil), payload...)}
 			s.enqueue(now.Add(b.delayLocked()), m, b.queueLimit)
 		}
 	}
 }
 
-// MemTransport is one node's view of a MemBus.
-type MemTransport struct {
-	bus      *MemBus
+// Transport is one node's view of a Bus.
+type Transport struct {
+	bus      *Bus
 	node     string
-	counters counters
+	counters transport.Counters
 
 	mu     sync.Mutex
 	subs   map[*memSub]struct{}
@@ -214,39 +216,39 @@ type MemTransport struct {
 	wg     sync.WaitGroup
 }
 
-var _ Transport = (*MemTransport)(nil)
+var _ transport.Transport = (*Transport)(nil)
 
 // NodeID returns the node this Transport belongs to.
-func (t *MemTransport) NodeID() string { return t.node }
+func (t *Transport) NodeID() string { return t.node }
 
 // Publish offers payload to every subscription on topic (including this
 // node's own). Lost or partitioned copies are not errors, as on a real bus.
-func (t *MemTransport) Publish(ctx context.Context, topic string, payload []byte) error {
+func (t *Transport) Publish(ctx context.Context, topic string, payload []byte) error {
 	if err := ctx.Err(); err != nil {
-		t.counters.publishErrors.Add(1)
+		t.counters.PublishErrors.Add(1)
 		return err
 	}
 	t.mu.Lock()
 	closed := t.closed
 	t.mu.Unlock()
 	if closed {
-		t.counters.publishErrors.Add(1)
-		return ErrClosed
+		t.counters.PublishErrors.Add(1)
+		return transport.ErrClosed
 	}
 	t.bus.publish(t.node, topic, payload)
-	t.counters.published.Add(1)
+	t.counters.Published.Add(1)
 	return nil
 }
 
 // Subscribe registers deliver for topic; it is live when Subscribe returns.
-func (t *MemTransport) Subscribe(ctx context.Context, topic string, deliver func(Message)) error {
+func (t *Transport) Subscribe(ctx context.Context, topic string, deliver func(transport.Message)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
-		return ErrClosed
+		return transport.ErrClosed
 	}
 	s := &memSub{node: t, topic: topic, deliver: deliver, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	t.subs[s] = struct{}{}
@@ -275,11 +277,11 @@ func (t *MemTransport) Subscribe(ctx context.Context, topic string, deliver func
 
 // Stats returns this node's counters. Dropped counts copies addressed to this
 // node's subscriptions that fault injection dropped.
-func (t *MemTransport) Stats() Stats { return t.counters.snapshot() }
+func (t *Transport) Stats() transport.Stats { return t.counters.Snapshot() }
 
 // Close stops this node's subscriptions and waits for their goroutines.
 // The bus hands out a fresh Transport for the node afterwards.
-func (t *MemTransport) Close() error {
+func (t *Transport) Close() error {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -303,7 +305,7 @@ func (t *MemTransport) Close() error {
 type memItem struct {
 	due time.Time
 	seq uint64
-	msg Message
+	msg transport.Message
 }
 
 type memQueue []memItem
@@ -325,9 +327,9 @@ func (q *memQueue) Pop() any {
 }
 
 type memSub struct {
-	node    *MemTransport
+	node    *Transport
 	topic   string
-	deliver func(Message)
+	deliver func(transport.Message)
 	wake    chan struct{}
 	done    chan struct{}
 	once    sync.Once
@@ -339,11 +341,11 @@ type memSub struct {
 
 func (s *memSub) stop() { s.once.Do(func() { close(s.done) }) }
 
-func (s *memSub) enqueue(due time.Time, m Message, limit int) {
+func (s *memSub) enqueue(due time.Time, m transport.Message, limit int) {
 	s.mu.Lock()
 	if len(s.q) >= limit {
 		s.mu.Unlock()
-		s.node.counters.dropped.Add(1)
+		s.node.counters.Dropped.Add(1)
 		return
 	}
 	s.seq++
@@ -361,7 +363,7 @@ func (s *memSub) run(ctx context.Context) {
 	for {
 		s.mu.Lock()
 		var wait time.Duration = -1
-		var msg *Message
+		var msg *transport.Message
 		if len(s.q) > 0 {
 			if d := time.Until(s.q[0].due); d <= 0 {
 				it := heap.Pop(&s.q).(memItem)
@@ -379,7 +381,7 @@ func (s *memSub) run(ctx context.Context) {
 				return
 			default:
 			}
-			s.node.counters.received.Add(1)
+			s.node.counters.Received.Add(1)
 			s.deliver(*msg)
 			continue
 		}
