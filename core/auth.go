@@ -116,21 +116,21 @@ func (c *Config) normalizeAuth() error {
 	case "", AuthOff:
 		c.Auth = AuthOff
 		if len(c.Key) > 0 || len(c.MemberKeys) > 0 {
-			return errors.New("auth off but key material given: set auth to " + strconv.Quote(string(AuthHMAC)) + " or " + strconv.Quote(string(AuthEd25519)))
+			return configErr("auth", "auth-off-with-keys", string(AuthOff), 0, 0, "auth off but key material given: set auth to "+strconv.Quote(string(AuthHMAC))+" or "+strconv.Quote(string(AuthEd25519)))
 		}
 		return nil
 	case AuthHMAC:
 		if len(c.Key) < MinHMACKey || len(c.Key) > MaxHMACKey {
-			return errors.New("auth hmac: key of " + strconv.Itoa(len(c.Key)) + " bytes, want " + strconv.Itoa(MinHMACKey) + ".." + strconv.Itoa(MaxHMACKey))
+			return configErr("key", "hmac-key-length", strconv.Itoa(len(c.Key)), MinHMACKey, MaxHMACKey, "auth hmac: key of "+strconv.Itoa(len(c.Key))+" bytes, want "+strconv.Itoa(MinHMACKey)+".."+strconv.Itoa(MaxHMACKey))
 		}
 		if len(c.MemberKeys) > 0 {
-			return errors.New("auth hmac: member keys given (they are for " + strconv.Quote(string(AuthEd25519)) + ")")
+			return configErr("member_keys", "hmac-member-keys", "", 0, 0, "auth hmac: member keys given (they are for "+strconv.Quote(string(AuthEd25519))+")")
 		}
 		c.Key = slices.Clone(c.Key)
 		return nil
 	case AuthEd25519:
 	default:
-		return errors.New("auth " + strconv.Quote(string(c.Auth)) + ": want " + strconv.Quote(string(AuthOff)) + ", " + strconv.Quote(string(AuthHMAC)) + " or " + strconv.Quote(string(AuthEd25519)))
+		return configErr("auth", "auth-unknown", string(c.Auth), 0, 0, "auth "+strconv.Quote(string(c.Auth))+": want "+strconv.Quote(string(AuthOff))+", "+strconv.Quote(string(AuthHMAC))+" or "+strconv.Quote(string(AuthEd25519)))
 	}
 	var priv ed25519.PrivateKey
 	switch len(c.Key) {
@@ -139,13 +139,13 @@ func (c *Config) normalizeAuth() error {
 	case ed25519.PrivateKeySize:
 		priv = ed25519.NewKeyFromSeed(c.Key[:ed25519.SeedSize])
 		if !bytes.Equal(priv, c.Key) {
-			return errors.New("auth ed25519: private key corrupt (its public half does not match its seed)")
+			return configErr("key", "ed25519-key-corrupt", "", 0, 0, "auth ed25519: private key corrupt (its public half does not match its seed)")
 		}
 	default:
-		return errors.New("auth ed25519: private key of " + strconv.Itoa(len(c.Key)) + " bytes, want " + strconv.Itoa(ed25519.PrivateKeySize) + " (or the " + strconv.Itoa(ed25519.SeedSize) + "-byte seed)")
+		return configErr("key", "ed25519-key-length", strconv.Itoa(len(c.Key)), ed25519.SeedSize, ed25519.PrivateKeySize, "auth ed25519: private key of "+strconv.Itoa(len(c.Key))+" bytes, want "+strconv.Itoa(ed25519.PrivateKeySize)+" (or the "+strconv.Itoa(ed25519.SeedSize)+"-byte seed)")
 	}
 	if len(c.MemberKeys) > MaxMembers {
-		return errors.New("member_keys: " + strconv.Itoa(len(c.MemberKeys)) + " listed, at most " + strconv.Itoa(MaxMembers))
+		return configErr("member_keys", "member-keys-count", strconv.Itoa(len(c.MemberKeys)), 0, MaxMembers, "member_keys: "+strconv.Itoa(len(c.MemberKeys))+" listed, at most "+strconv.Itoa(MaxMembers))
 	}
 	keys := make(map[string][]byte, len(c.MemberKeys)+1)
 	for _, id := range slices.Sorted(maps.Keys(c.MemberKeys)) {
@@ -154,7 +154,7 @@ func (c *Config) normalizeAuth() error {
 		}
 		k := c.MemberKeys[id]
 		if len(k) != ed25519.PublicKeySize {
-			return errors.New("member_keys " + strconv.Quote(id) + ": public key of " + strconv.Itoa(len(k)) + " bytes, want " + strconv.Itoa(ed25519.PublicKeySize))
+			return configErr("member_keys", "member-key-length", id, ed25519.PublicKeySize, ed25519.PublicKeySize, "member_keys "+strconv.Quote(id)+": public key of "+strconv.Itoa(len(k))+" bytes, want "+strconv.Itoa(ed25519.PublicKeySize))
 		}
 		keys[id] = slices.Clone(k)
 	}
@@ -162,11 +162,11 @@ func (c *Config) normalizeAuth() error {
 	if k, ok := keys[c.ID]; !ok {
 		keys[c.ID] = pub
 	} else if !bytes.Equal(k, pub) {
-		return errors.New("member_keys " + strconv.Quote(c.ID) + ": does not match this agent's private key")
+		return configErr("member_keys", "member-key-not-own", c.ID, 0, 0, "member_keys "+strconv.Quote(c.ID)+": does not match this agent's private key")
 	}
 	for _, m := range c.Members {
 		if _, ok := keys[m]; !ok {
-			return errors.New("member_keys: no public key for member " + strconv.Quote(m))
+			return configErr("member_keys", "member-key-missing", m, 0, 0, "member_keys: no public key for member "+strconv.Quote(m))
 		}
 	}
 	c.Key, c.MemberKeys = []byte(priv), keys

@@ -3,7 +3,6 @@ package core
 //go:generate go tool msgp -io=false -tests=true
 
 import (
-	"errors"
 	"slices"
 	"strconv"
 )
@@ -190,35 +189,35 @@ func (c Config) WithTimingDefaults() (Config, error) {
 		c.HeartbeatMs = DefaultHeartbeatMs
 	}
 	if c.HeartbeatMs < 10 || c.HeartbeatMs > 600_000 {
-		return c, errors.New("heartbeat_ms " + itoa(c.HeartbeatMs) + ": want 10..600000")
+		return c, configErr("heartbeat_ms", "heartbeat-range", itoa(c.HeartbeatMs), 10, 600_000, "heartbeat_ms "+itoa(c.HeartbeatMs)+": want 10..600000")
 	}
 	if c.ElectionTimeoutMs == 0 {
 		c.ElectionTimeoutMs = max(DefaultElectionTimeoutMs, 3*c.HeartbeatMs)
 	}
 	if c.ElectionTimeoutMs < 3*c.HeartbeatMs || c.ElectionTimeoutMs > 3_600_000 {
-		return c, errors.New("election_timeout_ms " + itoa(c.ElectionTimeoutMs) + ": want 3×heartbeat (" + itoa(3*c.HeartbeatMs) + ")..3600000")
+		return c, configErr("election_timeout_ms", "election-timeout-range", itoa(c.ElectionTimeoutMs), 3*c.HeartbeatMs, 3_600_000, "election_timeout_ms "+itoa(c.ElectionTimeoutMs)+": want 3×heartbeat ("+itoa(3*c.HeartbeatMs)+")..3600000")
 	}
 	if c.MaxDriftPPM == 0 {
 		c.MaxDriftPPM = DefaultMaxDriftPPM
 	}
 	if c.MaxDriftPPM < 0 || c.MaxDriftPPM > maxDriftPPM {
-		return c, errors.New("max_drift_ppm " + itoa(c.MaxDriftPPM) + ": want 0.." + itoa(maxDriftPPM))
+		return c, configErr("max_drift_ppm", "drift-range", itoa(c.MaxDriftPPM), 0, maxDriftPPM, "max_drift_ppm "+itoa(c.MaxDriftPPM)+": want 0.."+itoa(maxDriftPPM))
 	}
 	maxLease := MaxLeaseMs(c.ElectionTimeoutMs, c.MaxDriftPPM)
 	if c.HandoffHoldMs < 0 || c.HandoffHoldMs > maxLease-2*c.HeartbeatMs {
-		return c, errors.New("handoff_hold_ms " + itoa(c.HandoffHoldMs) + ": want 0.." + itoa(max(maxLease-2*c.HeartbeatMs, 0)) + " (the safe lease " + itoa(maxLease) + " less two heartbeats)")
+		return c, configErr("handoff_hold_ms", "handoff-hold-range", itoa(c.HandoffHoldMs), 0, max(maxLease-2*c.HeartbeatMs, 0), "handoff_hold_ms "+itoa(c.HandoffHoldMs)+": want 0.."+itoa(max(maxLease-2*c.HeartbeatMs, 0))+" (the safe lease "+itoa(maxLease)+" less two heartbeats)")
 	}
 	if c.LeaseMs == 0 {
 		c.LeaseMs = maxLease - c.HandoffHoldMs
 	}
 	if c.LeaseMs < 2*c.HeartbeatMs || c.LeaseMs+c.HandoffHoldMs > maxLease {
-		return c, errors.New("lease_ms " + itoa(c.LeaseMs) + ": want 2×heartbeat (" + itoa(2*c.HeartbeatMs) + ").." + itoa(maxLease-c.HandoffHoldMs) + " (election timeout shrunk by the drift bound, less handoff_hold_ms)")
+		return c, configErr("lease_ms", "lease-range", itoa(c.LeaseMs), 2*c.HeartbeatMs, maxLease-c.HandoffHoldMs, "lease_ms "+itoa(c.LeaseMs)+": want 2×heartbeat ("+itoa(2*c.HeartbeatMs)+").."+itoa(maxLease-c.HandoffHoldMs)+" (election timeout shrunk by the drift bound, less handoff_hold_ms)")
 	}
 	if c.CollectMs == 0 {
 		c.CollectMs = c.ElectionTimeoutMs / 4
 	}
 	if c.CollectMs < 1 || c.CollectMs > c.ElectionTimeoutMs {
-		return c, errors.New("collect_ms " + itoa(c.CollectMs) + ": want 1..election timeout (" + itoa(c.ElectionTimeoutMs) + ")")
+		return c, configErr("collect_ms", "collect-range", itoa(c.CollectMs), 1, c.ElectionTimeoutMs, "collect_ms "+itoa(c.CollectMs)+": want 1..election timeout ("+itoa(c.ElectionTimeoutMs)+")")
 	}
 	return c, nil
 }
@@ -236,13 +235,13 @@ func (c Config) normalize() (Config, error) {
 		c.Mode = ModeQuorum
 	case ModeQuorum, ModeBully:
 	default:
-		return c, errors.New("mode " + strconv.Quote(string(c.Mode)) + ": want " + strconv.Quote(string(ModeQuorum)) + " or " + strconv.Quote(string(ModeBully)))
+		return c, configErr("mode", "mode-unknown", string(c.Mode), 0, 0, "mode "+strconv.Quote(string(c.Mode))+": want "+strconv.Quote(string(ModeQuorum))+" or "+strconv.Quote(string(ModeBully)))
 	}
 	if c.Priority == 0 {
 		c.Priority = Cksum([]byte(c.ID))
 	}
 	if len(c.Members) > MaxMembers {
-		return c, errors.New("members: " + strconv.Itoa(len(c.Members)) + " listed, at most " + strconv.Itoa(MaxMembers))
+		return c, configErr("members", "members-count", strconv.Itoa(len(c.Members)), 0, MaxMembers, "members: "+strconv.Itoa(len(c.Members))+" listed, at most "+strconv.Itoa(MaxMembers))
 	}
 	members := slices.Clone(c.Members)
 	slices.Sort(members)
@@ -251,18 +250,18 @@ func (c Config) normalize() (Config, error) {
 			return c, err
 		}
 		if i > 0 && members[i-1] == m {
-			return c, errors.New("members: " + strconv.Quote(m) + " listed twice")
+			return c, configErr("members", "members-twice", m, 0, 0, "members: "+strconv.Quote(m)+" listed twice")
 		}
 	}
 	if c.AwaitConfig && c.Mode != ModeQuorum {
-		return c, errors.New("await_config: only quorum mode has a configuration to wait for")
+		return c, configErr("await_config", "await-quorum-only", "true", 0, 0, "await_config: only quorum mode has a configuration to wait for")
 	}
 	if len(members) > 0 {
 		if _, ok := slices.BinarySearch(members, c.ID); !ok && !c.AwaitConfig {
-			return c, errors.New("members: must include this agent's id " + strconv.Quote(c.ID) + " (or await_config to wait to be added)")
+			return c, configErr("members", "members-self", c.ID, 0, 0, "members: must include this agent's id "+strconv.Quote(c.ID)+" (or await_config to wait to be added)")
 		}
 	} else if c.Mode == ModeQuorum {
-		return c, errors.New("members: quorum mode needs the full member list (or use bully mode)")
+		return c, configErr("members", "members-required", "", 0, 0, "members: quorum mode needs the full member list (or use bully mode)")
 	}
 	c.Members = members
 	c, err := c.WithTimingDefaults()
@@ -282,14 +281,14 @@ func (c Config) normalize() (Config, error) {
 // and group names never need escaping in JSON, topics, file names or argv.
 func checkName(what, s string) error {
 	if s == "" {
-		return errors.New(what + ": empty")
+		return configErr(what, "name-empty", "", 1, MaxIDLen, what+": empty")
 	}
 	if len(s) > MaxIDLen {
-		return errors.New(what + ": " + strconv.Itoa(len(s)) + " bytes, at most " + strconv.Itoa(MaxIDLen))
+		return configErr(what, "name-length", strconv.Itoa(len(s)), 1, MaxIDLen, what+": "+strconv.Itoa(len(s))+" bytes, at most "+strconv.Itoa(MaxIDLen))
 	}
 	for i := 0; i < len(s); i++ {
 		if !nameByte(s[i]) {
-			return errors.New(what + " " + strconv.Quote(s) + ": byte " + strconv.Itoa(i) + " (" + strconv.QuoteRune(rune(s[i])) + ") not in [A-Za-z0-9._:@/+-]")
+			return configErr(what, "name-byte", s, int64(i), int64(i), what+" "+strconv.Quote(s)+": byte "+strconv.Itoa(i)+" ("+strconv.QuoteRune(rune(s[i]))+") not in [A-Za-z0-9._:@/+-]")
 		}
 	}
 	return nil

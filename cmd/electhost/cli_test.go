@@ -51,7 +51,7 @@ func TestCLIErrors(t *testing.T) {
 		{"no group", []string{"run", "--mode", "bully"}, exitUsage, "--group is required"},
 		{"bad mode", []string{"run", "--group", "g", "--mode", "raft"}, exitUsage, `--mode "raft"`},
 		{"bad duration", []string{"run", "--group", "g", "--heartbeat", "soon"}, exitUsage, "--heartbeat"},
-		{"timeout below 3 heartbeats", []string{"run", "--group", "g", "--mode", "bully", "--heartbeat", "1s", "--election-timeout", "2s"}, exitUsage, "at least 3×--heartbeat"},
+		{"timeout below 3 heartbeats", []string{"run", "--group", "g", "--mode", "bully", "--heartbeat", "1s", "--election-timeout", "2s"}, exitUsage, "want 3×--heartbeat"},
 		{"quorum without members", []string{"run", "--group", "g", "--id", "a"}, exitUsage, "members"},
 		{"id not a member", []string{"run", "--group", "g", "--id", "a", "--members", "b,c,d"}, exitUsage, "must include"},
 		{"bad id", []string{"run", "--group", "g", "--id", "a b", "--mode", "bully"}, exitUsage, "id"},

@@ -42,21 +42,3 @@ func TestReadiness(t *testing.T) {
 		}
 	}
 }
-
-// TestConfigInFlags: every core.Config field message electhost can provoke
-// is rewritten in flag names.
-func TestConfigInFlags(t *testing.T) {
-	for in, want := range map[string]string{
-		"heartbeat_ms 5: want 10..600000":                                                        "--heartbeat 5ms: want 10ms..10m",
-		"election_timeout_ms 20: want 3×heartbeat (300)..3600000":                                "--election-timeout 20ms: want 3×--heartbeat (300ms)..1h0m0s",
-		"lease_ms 50: want 2×heartbeat (200)..1959 (election timeout shrunk by the drift bound)": "--lease 50ms: want 2×--heartbeat (200ms)..1.959s",
-		"handoff_hold_ms 700: want 0..election timeout (600)":                                    "--grace + 50ms = 700ms exceeds --election-timeout 600ms",
-		`member_keys: no public key for member "c"`:                                              `--members-file has no public key for member "c"`,
-		`members: "a" listed twice`:                                                              `--members: "a" listed twice`,
-		`id "a b": byte 1 (' ') not in [A-Za-z0-9._:@/+-]`:                                       `--id "a b": byte 1`,
-	} {
-		if got := configInFlags(in); !strings.HasPrefix(got, want) {
-			t.Errorf("configInFlags(%q) = %q, want prefix %q", in, got, want)
-		}
-	}
-}

@@ -56,7 +56,7 @@ It refuses to overwrite an existing file unless --force is given.`,
 			}
 			if id != "" {
 				if err := (core.Config{ID: id, Group: "g", Mode: core.ModeBully}).Validate(); err != nil {
-					return usageErrorf("--id: %v", err)
+					return nameInWords(err, "--id")
 				}
 			}
 			var data []byte

@@ -277,7 +277,7 @@ made is not asked for again).`,
 			RunE: func(cmd *cobra.Command, args []string) error {
 				member := args[0]
 				if err := (core.Config{ID: member, Group: "g", Mode: core.ModeBully}).Validate(); err != nil {
-					return usageErrorf("member %s", configInFlags(err.Error()))
+					return nameInWords(err, "member")
 				}
 				if timeout <= 0 || timeout > maxMembersTimeout {
 					return usageErrorf("--timeout %v: want more than 0, at most %v", timeout, maxMembersTimeout)

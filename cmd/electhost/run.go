@@ -232,45 +232,39 @@ func deriveTiming(mode core.Mode, hb, et, lease, grace time.Duration, withCmd bo
 	}
 	t := timing{heartbeatMs: hb.Milliseconds()}
 	// The timing rules (defaults, at least 3 heartbeats per election
-	// timeout, the lease bound) are core's: ask it.
+	// timeout, the lease and hold bounds) are core's: ask it, and say its
+	// refusals in flags (configRules).
 	c, err := core.Config{HeartbeatMs: t.heartbeatMs, ElectionTimeoutMs: et.Milliseconds()}.WithTimingDefaults()
 	if err != nil {
-		if et > 0 && et.Milliseconds() < 3*t.heartbeatMs {
-			return t, usageErrorf("--election-timeout %v must be at least 3×--heartbeat (%v)", et, 3*hb)
-		}
-		return t, usageErrorf("%s", configInFlags(err.Error()))
+		return t, inFlags(err)
 	}
 	t.electionTimeoutMs = c.ElectionTimeoutMs
 	etd := time.Duration(t.electionTimeoutMs) * time.Millisecond
 	maxLease := time.Duration(core.MaxLeaseMs(t.electionTimeoutMs, core.DefaultMaxDriftPPM)) * time.Millisecond
 	t.grace = grace
-	if mode != core.ModeQuorum || !withCmd {
-		if t.grace == 0 {
-			t.grace = etd / 4
-		}
-		t.leaseMs = lease.Milliseconds()
-		return t, nil
-	}
-	switch {
-	case lease == 0 && grace == 0:
+	if t.grace == 0 && (lease == 0 || mode != core.ModeQuorum || !withCmd) {
 		t.grace = etd / 4
-		lease = maxLease - t.grace - killSlack
-	case lease == 0:
-		lease = maxLease - grace - killSlack
-	case grace == 0:
-		t.grace = maxLease - lease - killSlack
-		if t.grace <= 0 {
-			return t, usageErrorf("--lease %v leaves no time to stop the leader-only command before another election (max lease %v); shorten --lease", lease, maxLease)
-		}
-	default:
-		if lease+grace+killSlack > maxLease {
-			return t, usageErrorf("--lease %v + --grace %v + 50ms exceed the safe lease %v: the command could outlive the lease", lease, grace, maxLease)
-		}
 	}
-	if lease < 2*hb {
-		return t, usageErrorf("--grace %v leaves a lease of %v, shorter than two heartbeats (2×%v): lower --grace or raise --election-timeout", t.grace, lease, hb)
+	if mode == core.ModeQuorum && withCmd {
+		if grace == 0 && lease > 0 {
+			// The lease given, the command gets what is left of it.
+			t.grace = maxLease - lease - killSlack
+			if t.grace <= 0 {
+				return t, usageErrorf("--lease %v leaves no time to stop the leader-only command before another election (max lease %v); shorten --lease", lease, maxLease)
+			}
+		}
+		// A hand-off waits --grace + killSlack; the default lease is what
+		// the safe lease leaves after it.
+		c.HandoffHoldMs = (t.grace + killSlack).Milliseconds()
+	}
+	c.LeaseMs = lease.Milliseconds()
+	if c, err = c.WithTimingDefaults(); err != nil {
+		return t, inFlags(err)
 	}
 	t.leaseMs = lease.Milliseconds()
+	if mode == core.ModeQuorum && withCmd {
+		t.leaseMs = c.LeaseMs
+	}
 	return t, nil
 }
 
@@ -345,7 +339,7 @@ func (o *runOptions) complete(cmd *cobra.Command) error {
 		return err
 	}
 	if err := o.cfg.Validate(); err != nil {
-		return usageErrorf("%s", configInFlags(err.Error()))
+		return inFlags(err)
 	}
 	if o.stateDir == "" {
 		o.stateDir = defaultStateDir(o.id)
@@ -599,7 +593,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		if errors.Is(err, host.ErrStateUnusable) {
 			return configErrorf("%s", stateRecovery(err, o))
 		}
-		return configErrorf("join %s: %s", o.group, configInFlags(userWords(err.Error())))
+		return configErrorf("join %s: %s", o.group, userWords(err.Error()))
 	}
 	cs := el.Status()
 	st.mu.Lock()

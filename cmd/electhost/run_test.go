@@ -29,11 +29,11 @@ func TestDeriveTiming(t *testing.T) {
 		{name: "grace given", mode: core.ModeQuorum, hb: 100 * ms, et: 600 * ms, grace: 300 * ms, cmd: true, wantLease: 587 - 300 - 50, wantGrace: 300 * ms},
 		{name: "lease given", mode: core.ModeQuorum, hb: 100 * ms, et: 600 * ms, lease: 200 * ms, cmd: true, wantLease: 200, wantGrace: 337 * ms},
 		{name: "both given, fit", mode: core.ModeQuorum, hb: 100 * ms, et: 600 * ms, lease: 200 * ms, grace: 300 * ms, cmd: true, wantLease: 200, wantGrace: 300 * ms},
-		{name: "both given, too long", mode: core.ModeQuorum, hb: 100 * ms, et: 600 * ms, lease: 300 * ms, grace: 300 * ms, cmd: true, wantErr: "exceed the safe lease"},
-		{name: "grace leaves lease below heartbeat", mode: core.ModeQuorum, hb: 100 * ms, et: 600 * ms, grace: 450 * ms, cmd: true, wantErr: "shorter than two heartbeats"},
+		{name: "both given, too long", mode: core.ModeQuorum, hb: 100 * ms, et: 600 * ms, lease: 300 * ms, grace: 300 * ms, cmd: true, wantErr: "--lease 300ms: want 2×--heartbeat (200ms)..237ms"},
+		{name: "grace leaves lease below heartbeat", mode: core.ModeQuorum, hb: 100 * ms, et: 600 * ms, grace: 450 * ms, cmd: true, wantErr: "--grace 450ms: want at most 337ms"},
 		{name: "lease leaves no grace", mode: core.ModeQuorum, hb: 100 * ms, et: 600 * ms, lease: 587 * ms, cmd: true, wantErr: "leaves no time"},
 		{name: "bully keeps no lease", mode: core.ModeBully, hb: 100 * ms, et: 600 * ms, cmd: true, wantLease: 0, wantGrace: 150 * ms},
-		{name: "et below 3 heartbeats", mode: core.ModeQuorum, hb: 500 * ms, et: time.Second, wantErr: "at least 3×"},
+		{name: "et below 3 heartbeats", mode: core.ModeQuorum, hb: 500 * ms, et: time.Second, wantErr: "--election-timeout 1s: want 3×--heartbeat (1.5s)"},
 		{name: "no heartbeat", mode: core.ModeQuorum, wantErr: "--heartbeat"},
 	}
 	for _, c := range cases {

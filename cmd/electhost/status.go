@@ -48,7 +48,7 @@ flags, 4 if the transport is unreachable.`,
 				return usageErrorf("--group is required")
 			}
 			if err := (core.Config{ID: "status", Group: group, Mode: core.ModeBully}).Validate(); err != nil {
-				return usageErrorf("--group: %v", err)
+				return nameInWords(err, "--group")
 			}
 			if err := tf.validate(); err != nil {
 				return err
