@@ -52,7 +52,7 @@ const (
 	stateVersion    = 1
 	stateHeaderSize = 20
 	stateSuffix     = ".state"
-	manifestName    = "MANIFEST.electcore" // names ever saved, one per line (same framing)
+	manifestName    = ManifestName
 	lockName        = "LOCK.electcore"
 )
 
@@ -100,15 +100,26 @@ type Store struct {
 	dir    string
 	logger *slog.Logger
 
-	mu     sync.Mutex
-	known  map[string]bool // names recorded in the manifest
-	lock   *os.File
-	closed bool
+	mu    sync.Mutex
+	known map[string]bool // names recorded in the manifest
+	// rebuiltCorrupt: Open rebuilt a corrupt manifest (RebuildCorruptManifest).
+	rebuiltCorrupt bool
+	lock           *os.File
+	closed         bool
 }
+
+// ManifestName is the file, in a state directory, that lists the names ever
+// saved there (so that a lost state is told from a fresh one).
+const ManifestName = "MANIFEST.electcore"
 
 // Options configures Open.
 type Options struct {
 	Logger *slog.Logger // nil: silent
+	// RebuildCorruptManifest: a manifest that fails its checks is rebuilt
+	// from the state files present (logged), as a missing one is, instead
+	// of refusing to open. A state saved before and lost since is then no
+	// longer reported as ErrMissing: for an operator's reset only.
+	RebuildCorruptManifest bool
 }
 
 // Open opens (creating it if needed, mode 0700) a state directory.
@@ -147,12 +158,16 @@ func Open(dir string, opts ...Options) (*Store, error) {
 		return nil, fmt.Errorf("statestore: state directory %s: %w", dir, err)
 	}
 	s := &Store{dir: dir, logger: logger, lock: lock, known: map[string]bool{}}
-	if err := s.loadManifest(); err != nil {
+	if err := s.loadManifest(o.RebuildCorruptManifest); err != nil {
 		lock.Close()
 		return nil, err
 	}
 	return s, nil
 }
+
+// RebuiltCorruptManifest reports whether Open found the manifest corrupt and
+// rebuilt it (Options.RebuildCorruptManifest).
+func (s *Store) RebuiltCorruptManifest() bool { return s.rebuiltCorrupt }
 
 // Dir returns the store's directory.
 func (s *Store) Dir() string { return s.dir }
@@ -168,34 +183,19 @@ func (s *Store) Close() error {
 	return s.lock.Close()
 }
 
-func (s *Store) loadManifest() error {
+func (s *Store) loadManifest(rebuildCorrupt bool) error {
 	buf, err := os.ReadFile(filepath.Join(s.dir, manifestName))
 	if errors.Is(err, fs.ErrNotExist) {
-		// No manifest. If state files exist anyway (manifest deleted, or a
-		// directory from elsewhere), rebuild it from them: those names existed.
-		entries, rerr := os.ReadDir(s.dir)
-		if rerr != nil {
-			return fmt.Errorf("statestore: reading state directory %s: %w", s.dir, rerr)
-		}
-		for _, e := range entries {
-			if base, ok := strings.CutSuffix(e.Name(), stateSuffix); ok && !e.IsDir() {
-				name, derr := decodeFileName(base)
-				if derr != nil {
-					continue
-				}
-				s.known[name] = true
-			}
-		}
-		if len(s.known) > 0 {
-			s.logger.Warn("state manifest missing; rebuilt from the state files present", "dir", s.dir, "names", len(s.known))
-			return s.writeManifest()
-		}
-		return nil
+		return s.rebuildManifest("state manifest missing; rebuilt from the state files present", false)
 	}
 	if err != nil {
 		return fmt.Errorf("statestore: reading state manifest in %s: %w", s.dir, err)
 	}
 	payload, err := decodeState(buf)
+	if err != nil && rebuildCorrupt {
+		s.rebuiltCorrupt = true
+		return s.rebuildManifest("state manifest corrupt ("+err.Error()+"); rebuilt from the state files present", true)
+	}
 	if err != nil {
 		return fmt.Errorf("state manifest %s: %w", filepath.Join(s.dir, manifestName), err)
 	}
@@ -205,6 +205,28 @@ func (s *Store) loadManifest() error {
 		}
 	}
 	return nil
+}
+
+// rebuildManifest records the names of the state files present (a manifest
+// deleted, or a directory from elsewhere: those names existed) and logs why;
+// a corrupt manifest is always rewritten.
+func (s *Store) rebuildManifest(why string, corrupt bool) error {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return fmt.Errorf("statestore: reading state directory %s: %w", s.dir, err)
+	}
+	for _, e := range entries {
+		if base, ok := strings.CutSuffix(e.Name(), stateSuffix); ok && !e.IsDir() {
+			if name, err := decodeFileName(base); err == nil {
+				s.known[name] = true
+			}
+		}
+	}
+	if len(s.known) == 0 && !corrupt {
+		return nil
+	}
+	s.logger.Warn(why, "dir", s.dir, "names", len(s.known))
+	return s.writeManifest()
 }
 
 func (s *Store) writeManifest() error {

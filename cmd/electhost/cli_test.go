@@ -279,3 +279,65 @@ func TestCLIUnwritableDefaultCache(t *testing.T) {
 		t.Fatalf("exit %d, want 0 with a warning\n%s", code, stderr)
 	}
 }
+
+// TestCLIResetStateNothingOrCorruptManifest: reset-state for an agent with
+// no saved state says so and creates or changes nothing; a corrupt state
+// manifest is named by run, with the reset-state command that rebuilds it,
+// and that command works.
+func TestCLIResetStateNothingOrCorruptManifest(t *testing.T) {
+	natsURL, _ := natstest.Start(t)
+	dir := t.TempDir()
+	absent := filepath.Join(dir, "absent")
+	code, out, stderr := runCLI(t, 30*time.Second, nil, "reset-state", "--group", "g", "--id", "solo", "--state-dir", absent)
+	if code != 0 || !strings.Contains(out, "nothing to reset") {
+		t.Fatalf("reset-state of a directory never used: exit %d\n%s%s", code, out, stderr)
+	}
+	if _, err := os.Stat(absent); !os.IsNotExist(err) {
+		t.Fatalf("reset-state created %s (%v)", absent, err)
+	}
+
+	state := filepath.Join(dir, "state")
+	args := []string{"run", "--once", "--group", "g", "--id", "solo", "--members", "solo", "--heartbeat", "100ms", "--election-timeout", "600ms",
+		"--state-dir", state, "--broker", natsURL, "--", "true"}
+	if code, _, stderr := runCLI(t, 60*time.Second, nil, args...); code != 0 {
+		t.Fatalf("first run: exit %d\n%s", code, stderr)
+	}
+	snapshot := func() string {
+		var b strings.Builder
+		entries, _ := os.ReadDir(state)
+		for _, e := range entries {
+			content, _ := os.ReadFile(filepath.Join(state, e.Name()))
+			fi, _ := e.Info()
+			b.WriteString(e.Name() + " " + fi.ModTime().String() + " " + string(content) + "\n")
+		}
+		return b.String()
+	}
+	before := snapshot()
+	for _, other := range [][]string{{"--id", "other", "--group", "g"}, {"--id", "solo", "--group", "other"}} {
+		code, out, stderr := runCLI(t, 30*time.Second, nil, append([]string{"reset-state", "--state-dir", state}, other...)...)
+		if code != 0 || !strings.Contains(out, "nothing to reset: no saved state") {
+			t.Fatalf("reset-state %v: exit %d\n%s%s", other, code, out, stderr)
+		}
+	}
+	if after := snapshot(); after != before {
+		t.Fatalf("reset-state of nothing changed the directory:\nbefore %s\nafter %s", before, after)
+	}
+
+	manifest := filepath.Join(state, statestore.ManifestName)
+	if err := os.WriteFile(manifest, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCLI(t, 60*time.Second, nil, args...)
+	if code != exitConfig {
+		t.Fatalf("corrupt manifest: exit %d, want 3\n%s", code, stderr)
+	}
+	oneErrorLine(t, stderr, "the state manifest "+manifest+" (")
+	reset := "electhost reset-state --group g --id solo --state-dir " + state
+	oneErrorLine(t, stderr, reset)
+	if code, out, stderr := runCLI(t, 30*time.Second, nil, strings.Fields(reset)[1:]...); code != 0 || !strings.Contains(out, "rebuilt the corrupt state manifest") {
+		t.Fatalf("%s: exit %d\n%s%s", reset, code, out, stderr)
+	}
+	if code, _, stderr := runCLI(t, 60*time.Second, nil, args...); code != 0 {
+		t.Fatalf("after reset-state: exit %d\n%s", code, stderr)
+	}
+}

@@ -406,6 +406,10 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		if errors.Is(err, statestore.ErrLocked) {
 			return configErrorf("--state-dir %s is in use by another process (another agent with --id %s? give each agent its own --id or --state-dir)", o.stateDir, o.id)
 		}
+		if errors.Is(err, statestore.ErrCorrupt) {
+			return configErrorf("the state manifest %s (the list of the states ever saved in --state-dir %s) is corrupt (%s); restore it from a backup, or rebuild it from the state files present and reset this member with: electhost reset-state --group %s --id %s --state-dir %s (safe once the others have moved past its term)",
+				filepath.Join(o.stateDir, statestore.ManifestName), o.stateDir, corruptWhy(err), o.group, o.id, o.stateDir)
+		}
 		return configErrorf("--state-dir %s: %s", o.stateDir, userWords(err.Error()))
 	}
 	defer store.Close()
@@ -737,6 +741,16 @@ func stateRecovery(err error, o *runOptions) string {
 	file, _ := statestore.FileName(host.StateName(o.id, o.group))
 	return fmt.Sprintf("the saved election state of --id %s in group %s (%s in --state-dir %s) cannot be used: %s; restore it from a backup, or reset this member with: electhost reset-state --group %s --id %s --state-dir %s (safe once the others have moved past its term)",
 		o.id, o.group, file, o.stateDir, stateProblem(err.Error()), o.group, o.id, o.stateDir)
+}
+
+// corruptWhy is what the check of a corrupt state file found ("checksum
+// mismatch"), without the path and package the error carries first.
+func corruptWhy(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, "state corrupt: "); i >= 0 {
+		return msg[i+len("state corrupt: "):]
+	}
+	return "it fails its checks"
 }
 
 // stateProblem is the middle of the host's message: what is wrong, without

@@ -18,13 +18,14 @@ import (
 // keeps its own field names (other hosts use them); the mapping lives here.
 
 // userWords drops the Go package prefixes ("host: ", "transport: ", ...)
-// that library errors carry.
+// that library errors carry, where they start a word: a file name such as
+// MANIFEST.electcore: stays whole.
 func userWords(msg string) string {
-	for _, p := range []string{"transport: ", "statestore: ", "host: ", "supervise: ", "core: "} {
-		msg = strings.ReplaceAll(msg, p, "")
-	}
+	msg = packagePrefix.ReplaceAllString(msg, "$1")
 	return strings.ReplaceAll(msg, "RuntimeConfig.WasmPath (--wasm)", "--wasm")
 }
+
+var packagePrefix = regexp.MustCompile(`(^|[\s(;])(?:transport|statestore|host|supervise|core): `)
 
 // configRules says, for every rule core.Config's validation has (a
 // *core.ConfigError, keyed "field rule"), which flag gave the value and what

@@ -231,3 +231,18 @@ func writeEd25519Key(t *testing.T, dir, name string) (string, string) {
 	}
 	return p, base64.StdEncoding.EncodeToString(pub)
 }
+
+// TestUserWordsKeepsFileNames: package prefixes go, file names that end in
+// one stay whole (a corrupt manifest was named "MANIFEST.electstate").
+func TestUserWordsKeepsFileNames(t *testing.T) {
+	for in, want := range map[string]string{
+		"state manifest /s/MANIFEST.electcore: statestore: state corrupt: bad magic": "state manifest /s/MANIFEST.electcore: state corrupt: bad magic",
+		"host: compiling x: core: y":                     "compiling x: y",
+		"join g: transport: down; statestore: disk full": "join g: down; disk full",
+		"(host: x)": "(x)",
+	} {
+		if got := userWords(in); got != want {
+			t.Errorf("userWords(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
