@@ -139,7 +139,7 @@ Every flag, default and exit code: cmd/electhost/README.md.`,
 	f.StringVar(&o.mode, "mode", "quorum", "election mode: quorum (needs --members) or bully")
 	f.StringSliceVar(&o.members, "members", nil, "every member's id, comma-separated, this one included (required in quorum mode)")
 	o.tf.register(f)
-	f.StringVar(&o.stateDir, "state-dir", "", "directory for the persisted term and vote (default $XDG_STATE_HOME/electcore/<id>, i.e. ~/.local/state/electcore/<id>)")
+	f.StringVar(&o.stateDir, "state-dir", "", "directory for the persisted term and vote (default $XDG_STATE_HOME/electcore/<id>/<group>, i.e. ~/.local/state/electcore/<id>/<group>)")
 	f.StringVar(&o.wasmPath, "wasm", "", "a module file to load instead of the one built into electhost (default $ELECTCORE_WASM)")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "wazero compilation cache (default ~/.cache/electcore/wazero; - for memory only)")
 	f.StringVar(&o.httpAddr, "http", "", "serve /healthz, /readyz, /status and /metrics on ADDR (e.g. 127.0.0.1:9090)")
@@ -199,12 +199,17 @@ func localAgent(group, id, stateDir string) (string, string, error) {
 		id = defaultID()
 	}
 	if stateDir == "" {
-		stateDir = defaultStateDir(id)
+		stateDir = defaultStateDir(id, group)
 	}
 	return id, stateDir, nil
 }
 
-func defaultStateDir(id string) string {
+// defaultStateDir is an agent's state directory when --state-dir is not
+// given: $XDG_STATE_HOME/electcore/<id>/<group>, one per group, so that
+// agents of several groups with the default --id (the host name) run side
+// by side. An agent that saved its state in <id> itself (before state was
+// kept per group) goes on using it.
+func defaultStateDir(id, group string) string {
 	base := os.Getenv("XDG_STATE_HOME")
 	if base == "" {
 		if home, err := os.UserHomeDir(); err == nil {
@@ -213,7 +218,21 @@ func defaultStateDir(id string) string {
 			base = ".electcore-state"
 		}
 	}
-	return filepath.Join(base, "electcore", strings.ReplaceAll(id, "/", "_"))
+	perID := filepath.Join(base, "electcore", pathSafe(id))
+	if file, err := statestore.FileName(host.StateName(id, group)); err == nil {
+		if _, err := os.Stat(filepath.Join(perID, file)); err == nil {
+			return perID
+		}
+	}
+	return filepath.Join(perID, pathSafe(group))
+}
+
+// pathSafe makes an id or group (which may hold '/') one path element.
+func pathSafe(name string) string {
+	if name == "." || name == ".." {
+		return "_" + name
+	}
+	return strings.ReplaceAll(name, "/", "_")
 }
 
 // timing derives the core's timings, the lease and the grace period from the
@@ -342,7 +361,7 @@ func (o *runOptions) complete(cmd *cobra.Command) error {
 		return inFlags(err)
 	}
 	if o.stateDir == "" {
-		o.stateDir = defaultStateDir(o.id)
+		o.stateDir = defaultStateDir(o.id, o.group)
 	}
 	return nil
 }

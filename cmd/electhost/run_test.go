@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/host"
+	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport"
 )
 
@@ -128,4 +132,33 @@ func TestObserver(t *testing.T) {
 
 func msg(p string) transport.Message {
 	return transport.Message{Topic: "election:g", Payload: []byte(p)}
+}
+
+// TestDefaultStateDirPerGroup: the default state directory is per id and
+// group, except for a group whose state an agent saved in the per-id
+// directory before, which keeps it (its term and vote must not be lost).
+func TestDefaultStateDirPerGroup(t *testing.T) {
+	base := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", base)
+	perID := filepath.Join(base, "electcore", "a")
+	if got, want := defaultStateDir("a", "g"), filepath.Join(perID, "g"); got != want {
+		t.Fatalf("defaultStateDir = %s, want %s", got, want)
+	}
+	if got, want := defaultStateDir("x/y", "p/q"), filepath.Join(base, "electcore", "x_y", "p_q"); got != want {
+		t.Fatalf("defaultStateDir = %s, want %s", got, want)
+	}
+	file, err := statestore.FileName(host.StateName("a", "old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(perID, 0o700)
+	if err := os.WriteFile(filepath.Join(perID, file), []byte("state"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := defaultStateDir("a", "old"); got != perID {
+		t.Fatalf("defaultStateDir of a group saved per id = %s, want %s", got, perID)
+	}
+	if got, want := defaultStateDir("a", "new"), filepath.Join(perID, "new"); got != want {
+		t.Fatalf("defaultStateDir = %s, want %s", got, want)
+	}
 }
