@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,9 +26,11 @@ type transportFlags struct {
 	kind     string
 	broker   string
 	pilotctl string
+	fs       *pflag.FlagSet // to tell --broker '' from no --broker
 }
 
 func (f *transportFlags) register(fs *pflag.FlagSet) {
+	f.fs = fs
 	fs.StringVar(&f.kind, "transport", "nats", "pub/sub transport: nats or pilot")
 	fs.StringVar(&f.broker, "broker", "", "NATS URL(s) for nats (default "+DefaultNATSURL+"), or for pilot the pilot nodes whose brokers the group uses, comma-separated, the same on every member: best every member's own node (required)")
 	fs.StringVar(&f.pilotctl, "pilotctl", "pilotctl", "pilotctl binary (name in PATH or path), for --transport pilot")
@@ -35,6 +39,9 @@ func (f *transportFlags) register(fs *pflag.FlagSet) {
 func (f *transportFlags) validate() error {
 	switch f.kind {
 	case "nats":
+		if f.fs != nil && f.fs.Changed("broker") {
+			return checkNATSURLs(f.broker)
+		}
 		if f.broker == "" {
 			f.broker = DefaultNATSURL
 		}
@@ -44,6 +51,50 @@ func (f *transportFlags) validate() error {
 		}
 	default:
 		return usageErrorf("--transport %q: want nats or pilot", f.kind)
+	}
+	return nil
+}
+
+// checkNATSURLs refuses, before any connection is tried, a --broker that
+// NATS could never connect to: empty, or a URL that is not a NATS server's
+// (nats://, tls://, ws:// or wss://, a host, an optional port 1-65535, no
+// path); a bare HOST:PORT is nats://HOST:PORT, as for the NATS client.
+func checkNATSURLs(list string) error {
+	want := "want nats://HOST:PORT (or tls://, ws://, wss://; several comma-separated), or no --broker for " + DefaultNATSURL
+	var n int
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		n++
+		raw := s
+		if !strings.Contains(s, "://") {
+			s = "nats://" + s
+		}
+		u, err := url.Parse(s)
+		if err != nil {
+			return usageErrorf("--broker %q: %s", raw, want)
+		}
+		bad := u.Hostname() == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != ""
+		if !bad {
+			switch u.Scheme {
+			case "nats", "tls", "ws", "wss":
+			default:
+				bad = true
+			}
+		}
+		if p := u.Port(); !bad && p != "" {
+			if port, err := strconv.Atoi(p); err != nil || port < 1 || port > 65535 {
+				bad = true
+			}
+		}
+		if bad {
+			return usageErrorf("--broker %q: %s", raw, want)
+		}
+	}
+	if n == 0 {
+		return usageErrorf("--broker %q: no URL given; %s", list, want)
 	}
 	return nil
 }
