@@ -438,17 +438,19 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	}
 	gt := &gate{operator: drained, checked: o.check.enabled()}
 
-	rt, err := host.NewRuntime(ctx, host.RuntimeConfig{WasmPath: o.wasmPath, CacheDir: o.cacheDir, Logger: baseLogger})
-	if err != nil {
-		return configErrorf("%s", userWords(err.Error()))
-	}
-	defer rt.Close(context.Background())
-
+	// The transport before the module: a broker that cannot be reached
+	// fails before the first start logs that it compiles the module.
 	tr, err := o.tf.open(ctx, "electhost "+o.id, baseLogger, o.heartbeat, false)
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
+
+	rt, err := host.NewRuntime(ctx, host.RuntimeConfig{WasmPath: o.wasmPath, CacheDir: o.cacheDir, Logger: baseLogger})
+	if err != nil {
+		return configErrorf("%s", userWords(err.Error()))
+	}
+	defer rt.Close(context.Background())
 
 	clock := host.NewRealClock()
 	st := &agentState{}

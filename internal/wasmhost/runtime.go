@@ -85,6 +85,31 @@ func compilationCache(dir string) (wazero.CompilationCache, error) {
 	return c, nil
 }
 
+// cacheKnown reports whether this process opened the compilation cache of
+// dir already (its compiled code is then in memory).
+func cacheKnown(dir string) bool {
+	cachesMu.Lock()
+	defer cachesMu.Unlock()
+	_, ok := caches[dir]
+	return ok
+}
+
+// cacheFiles counts the files of the compilation cache in dir (0 for a
+// memory-only or missing one).
+func cacheFiles(dir string) int {
+	if dir == NoDiskCache {
+		return 0
+	}
+	n := 0
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
 // DefaultCacheDir returns os.UserCacheDir()/electcore/wazero (or a directory
 // under os.TempDir if there is no user cache directory).
 func DefaultCacheDir() string {
@@ -170,6 +195,7 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host: %s: %w", r.describe(), err)
 	}
+	seenDir := cacheKnown(cfg.CacheDir)
 	cache, err := compilationCache(cfg.CacheDir)
 	if err != nil && defaultCache {
 		// Only a directory the caller named is worth failing for: without
@@ -192,8 +218,21 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.wr.Close(ctx)
 		return nil, err
 	}
+	// Compiling the module takes seconds, loading it from the cache
+	// milliseconds: say so when it will (a cache this process has not used
+	// yet that is empty or memory-only: the first start on this machine),
+	// and how long it took whenever it did (the cache grew).
+	before := cacheFiles(cfg.CacheDir)
+	announced := !seenDir && before == 0
+	if announced {
+		r.logger.Info("compiling the electcore module for this machine (the first start: seconds; later starts load it from the cache)", "cache_dir", cfg.CacheDir)
+	}
+	t0 := time.Now()
 	if r.compiled, err = r.wr.CompileModule(ctx, wasmBytes); err != nil {
 		return fail(fmt.Errorf("host: compiling %s: %w", r.describe(), err))
+	}
+	if announced || cacheFiles(cfg.CacheDir) > before {
+		r.logger.Info("compiled the electcore module", "took", time.Since(t0).Round(time.Millisecond), "cache_dir", cfg.CacheDir)
 	}
 	if err := r.checkExports(); err != nil {
 		return fail(err)
