@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -183,6 +184,12 @@ func deliverRejected(t *testing.T, n *testNet, id string, payload []byte, want s
 	after, _ := e.Status("g")
 	if len(out.Events) != 1 || out.Events[0].Kind != EventRejected || !strings.HasPrefix(out.Events[0].Reason, want) {
 		t.Fatalf("%s: events %+v, want one rejection %q\npayload %s", id, out.Events, want, payload)
+	}
+	// An authentication failure names the sender it claims (whose key an
+	// operator checks).
+	var claimed struct{ From string }
+	if json.Unmarshal(payload, &claimed) == nil && claimed.From != "" && strings.HasPrefix(want, "auth:") && out.Events[0].Member != claimed.From {
+		t.Fatalf("%s: rejection names sender %q, want %q", id, out.Events[0].Member, claimed.From)
 	}
 	if len(out.Publishes) > 0 || len(out.Persist) > 0 {
 		t.Fatalf("%s: a refused message published %d and persisted %d", id, len(out.Publishes), len(out.Persist))

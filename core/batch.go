@@ -245,7 +245,8 @@ type Event struct {
 	// EventRejected refuses (0: none, or an inbound message).
 	Request uint64 `msg:"req,omitempty"`
 	// Member is the member an EventDuplicateID is about: the ID heard from
-	// two processes (this agent's own ID when another process uses it).
+	// two processes (this agent's own ID when another process uses it); of
+	// an EventRejected that failed authentication, the sender it claims.
 	Member string `msg:"member,omitempty"`
 	// Members and ConfIndex: an EventConfig's configuration.
 	Members   []string `msg:"members,omitempty"`

@@ -179,7 +179,9 @@ func (e *Engine) receive(m *Message) {
 	if g.auth != nil {
 		if reason := g.auth.verify(g.cfg.Group, &e.msg); reason != "" {
 			g.rejected++
-			e.reject(g.cfg.Group, reason)
+			// The claimed sender, unverified: whom an operator checks the
+			// keys of (a wrong or mismatched key is the usual cause).
+			e.event(Event{Kind: EventRejected, Group: g.cfg.Group, Reason: reason, Member: truncate(e.msg.From)})
 			g.askUnverified(e, &e.msg)
 			return
 		}

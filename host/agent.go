@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -556,6 +557,9 @@ func (a *Agent) event(el *Election, ev core.Event, refused map[uint64]string) {
 			refused[ev.Request] = ev.Reason
 		}
 		a.logger.Debug("input rejected", "group", ev.Group, "reason", ev.Reason)
+		if el != nil && ev.Member != "" && (strings.HasPrefix(ev.Reason, authForged) || strings.HasPrefix(ev.Reason, authUnsigned)) {
+			el.authFailed(ev.Member, ev.Reason)
+		}
 	case core.EventLeaderChanged:
 		if el != nil {
 			el.newLeader(ev.Leader, ev.Term)
@@ -711,6 +715,11 @@ type Election struct {
 
 	drained atomic.Bool // Drain, JoinDrained
 
+	authMu     sync.Mutex
+	authLast   AuthFailure // the last message refused for its authentication
+	authWarned int64       // agent clock ms of the last warning (0: none)
+	authQuiet  uint64      // refusals not warned of since then
+
 	// owned by the agent's loop
 	reportedLeader string // the last leader and term given to OnNewLeader
 	reportedTerm   uint64
@@ -719,6 +728,66 @@ type Election struct {
 	term           uint64
 	leaseUntil     int64
 	leadCancel     context.CancelFunc
+}
+
+// AuthFailure describes the last message of a group refused because its
+// authentication failed: a bad signature, or none while this agent requires
+// one. Such a message changes nothing; a member whose every message fails
+// is, for this agent, not there.
+type AuthFailure struct {
+	From   string    // the sender the message claims (unverified)
+	Reason string    // the core's reason ("auth: bad signature", "auth: unsigned", ...)
+	Cause  string    // the likely cause, in words
+	At     time.Time // when it was refused
+	Count  uint64    // such refusals since the election joined
+}
+
+// Core reasons of authentication failures (core/auth.go); replays are not
+// key trouble and are not among them.
+const (
+	authForged   = "auth: bad signature"
+	authUnsigned = "auth: unsigned"
+)
+
+// authCause says what usually makes messages from a sender fail.
+func authCause(mode core.AuthMode, from, reason string) string {
+	switch {
+	case strings.HasPrefix(reason, authUnsigned):
+		return from + " sends unsigned messages: it runs with authentication off while this agent requires it"
+	case strings.Contains(reason, "(no key for"):
+		return "no public key for " + from + " among this agent's member keys: add its key, or it is not a member"
+	case strings.Contains(reason, "(length)") || strings.Contains(reason, "(encoding)") || strings.Contains(reason, "(no epoch or counter)"):
+		return from + " signs in another way: a different authentication mode (hmac or ed25519) than this agent's"
+	case mode == core.AuthHMAC:
+		return from + " signs with a different group key than this agent's"
+	}
+	return from + "'s signature does not match the public key this agent has for it: a different key pair, or an outdated member key"
+}
+
+// authFailed records a message refused for its authentication and warns,
+// at most once per election timeout, naming the sender and the likely cause.
+func (e *Election) authFailed(from, reason string) {
+	now := e.a.clock.NowMs()
+	e.authMu.Lock()
+	e.authLast = AuthFailure{From: from, Reason: reason, Cause: authCause(e.cfg.Auth, from, reason), At: time.Now(), Count: e.authLast.Count + 1}
+	e.authQuiet++
+	warn := e.authWarned == 0 || now-e.authWarned >= max(e.cfg.ElectionTimeoutMs, core.DefaultElectionTimeoutMs)
+	last, n := e.authLast, e.authQuiet
+	if warn {
+		e.authWarned, e.authQuiet = max(now, 1), 0
+	}
+	e.authMu.Unlock()
+	if warn {
+		e.a.logger.Warn("messages fail authentication: "+last.Cause, "group", e.cfg.Group, "from", from, "reason", reason, "refused", n)
+	}
+}
+
+// AuthFailure returns the last message refused for its authentication, and
+// whether there was one.
+func (e *Election) AuthFailure() (AuthFailure, bool) {
+	e.authMu.Lock()
+	defer e.authMu.Unlock()
+	return e.authLast, e.authLast.Count > 0
 }
 
 // Config is the election's configuration as given to Join.

@@ -159,7 +159,21 @@ func (st *agentState) readiness(cs core.Status, now int64, electionTimeoutMs int
 			return false, why
 		}
 	}
-	return readiness(cs, now, electionTimeoutMs)
+	ready, why := readiness(cs, now, electionTimeoutMs)
+	return ready, why + st.authWords(time.Duration(electionTimeoutMs)*time.Millisecond)
+}
+
+// authWords is what /readyz adds while messages fail authentication (the
+// last within two election timeouts): from whom, and the likely cause.
+func (st *agentState) authWords(et time.Duration) string {
+	if st.authFailure == nil {
+		return ""
+	}
+	f, ok := st.authFailure()
+	if !ok || time.Since(f.At) > 2*et {
+		return ""
+	}
+	return "; messages from " + f.From + " fail authentication (" + f.Reason + "): " + f.Cause + "; check --key and --members-file on both"
 }
 
 // newHTTPHandler serves /healthz (the process is up and has not shut down),

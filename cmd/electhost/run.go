@@ -378,6 +378,9 @@ type agentState struct {
 	lastDup    string // the last report's reason
 	dup        *dupGuard
 	stats      func() host.Stats // the agent's counters (nil in tests)
+	// authFailure: the last message refused for its authentication (nil
+	// before joining, and in tests).
+	authFailure func() (host.AuthFailure, bool)
 }
 
 // notRun is run --once's error when it stops before this agent led.
@@ -622,6 +625,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	}
 	cs := el.Status()
 	st.mu.Lock()
+	st.authFailure = el.AuthFailure
 	st.joined = true
 	st.inConfig = cs.Voter
 	st.mu.Unlock()
