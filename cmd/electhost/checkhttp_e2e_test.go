@@ -1,0 +1,103 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/electcore/electcore/transport/natstest"
+)
+
+// TestE2ECheckHTTPHandsOver: --check-http against a real HTTP server that
+// the test turns to failing for the leader. Every agent checks its own URL
+// every 100 ms, unhealthy after 3 failures; a1 is the best member. When
+// a1's URL answers 503, a1 logs the failing check and leadership moves to
+// a2 by one hand-off (term + 1, no election in between); the time from the
+// flip to a2 leading is logged (threshold × interval + one hand-off). When
+// it answers 200 again, leadership stays at a2 through the calm and comes
+// back to a1 by priority once, after it: terms T, T+1, T+2 and no other.
+func TestE2ECheckHTTPHandsOver(t *testing.T) {
+	natsURL, _ := natstest.Start(t)
+	hb, et := 100*time.Millisecond, 600*time.Millisecond
+	interval, failures := 100*time.Millisecond, 3
+	var mu sync.Mutex
+	sick := map[string]bool{}
+	hits := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := strings.TrimPrefix(r.URL.Path, "/health/")
+		mu.Lock()
+		bad := sick[id]
+		hits[id]++
+		mu.Unlock()
+		if bad {
+			http.Error(w, "sick", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	setSick := func(id string, on bool) {
+		mu.Lock()
+		sick[id] = on
+		mu.Unlock()
+	}
+
+	c := newCluster(t, 3, []string{"--broker", natsURL}, nil, hb, et, 20*time.Millisecond)
+	c.group = "e2e-checkhttp"
+	prio := map[string]string{"a1": "30", "a2": "20", "a3": "10"}
+	for _, id := range c.ids {
+		c.startWith(id, c.ids, "--priority", prio[id], "--check-http", srv.URL+"/health/"+id,
+			"--check-interval", interval.String(), "--check-failures", "3", "--check-timeout", "1s")
+	}
+	waitLeader := func(id string, within time.Duration) uint64 {
+		t.Helper()
+		var term uint64
+		waitFor(t, within, id+" leads, agreed", func() (bool, string) {
+			l, tm, ok, view := c.agreed()
+			term = tm
+			return ok && l == id, view
+		})
+		return term
+	}
+	term := waitLeader("a1", time.Minute) // the first start may compile the module
+
+	setSick("a1", true)
+	t0 := time.Now()
+	c.waitLog("a1", "health check failing", 20*time.Second)
+	if got := waitLeader("a2", 20*time.Second); got != term+1 {
+		t.Fatalf("a2 leads term %d after a1's check failed, want %d: not one hand-off", got, term+1)
+	}
+	moved := time.Since(t0)
+	t.Logf("a1's /health answering 503: a2 leads term %d after %v (%d failures at %v, then one hand-off)", term+1, moved.Round(time.Millisecond), failures, interval)
+	p := c.proc("a1")
+	waitFor(t, 10*time.Second, "a1's /status and /readyz say it is unhealthy", func() (bool, string) {
+		s, err := p.status()
+		if err != nil || s.Health == nil || s.Health.Healthy || !strings.Contains(s.Health.Reason, "503") {
+			return false, "status: " + s.ReadyReason
+		}
+		_, body, err := p.get("/readyz")
+		return err == nil && strings.Contains(body, "unhealthy"), "/readyz: " + body
+	})
+
+	setSick("a1", false)
+	recovered := time.Now()
+	c.waitLog("a1", "health check passed", 20*time.Second)
+	if got := waitLeader("a1", 30*time.Second); got != term+2 {
+		t.Fatalf("a1 leads term %d after recovering, want %d: leadership changed more than once", got, term+2)
+	}
+	back := time.Since(recovered)
+	t.Logf("a1's /health answering 200 again: a1 leads term %d %v later (after the calm of 10 election timeouts from the hand-off)", term+2, back.Round(time.Millisecond))
+	if since := time.Since(t0); since < 8*et {
+		t.Fatalf("leadership came back to a1 %v after it handed over, within the calm (%v): churn", since, 10*et)
+	}
+	mu.Lock()
+	n := hits["a1"]
+	mu.Unlock()
+	if n < failures {
+		t.Fatalf("a1's URL was asked %d times", n)
+	}
+	c.checkCommandLog()
+}
