@@ -106,6 +106,7 @@ type simReport struct {
 	HandoffMs            *statsJSON      `json:"handoff_ms,omitempty"`
 	HealMs               *statsJSON      `json:"heal_ms,omitempty"`
 	LivenessMs           *statsJSON      `json:"liveness_ms,omitempty"`
+	HealedChangeMs       *statsJSON      `json:"healed_change_ms,omitempty"` // a membership change asked after the heal → committed
 	Elections            int64           `json:"elections"`
 	SplitBrains          int64           `json:"split_brains"`
 	ConfigChanges        int64           `json:"config_changes"` // committed membership changes (quorum fault mix)
@@ -308,6 +309,7 @@ func (o *simOptions) run(stdout, stderr io.Writer) error {
 			rep.HealMs = optStats(r.HealConverged)
 		case sim.ScenarioFaults:
 			rep.LivenessMs = optStats(r.Liveness)
+			rep.HealedChangeMs = optStats(r.HealedChange)
 		}
 	}
 	rep.TraceHash = strings.Join(hashes, "+")
@@ -361,6 +363,9 @@ func printSimTable(w io.Writer, r *simReport) {
 	}
 	if r.LivenessMs != nil {
 		row("liveness after faults", *r.LivenessMs, " ms")
+	}
+	if r.HealedChangeMs != nil {
+		row("change after the heal", *r.HealedChangeMs, " ms")
 	}
 	tw.Flush()
 	if r.HandoffsNamed > 0 {

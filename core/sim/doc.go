@@ -85,7 +85,12 @@
 // (quorum−1 nodes) right after a heartbeat, single messages and granted
 // votes held back for 1–3 election timeouts, crash-restart loops, leader
 // pauses, resignations and transfers that reach only some members, and
-// campaign commands.
+// campaign commands. When the run changes the configuration it also aims
+// at membership: a change asked the instant a leader is elected, a new
+// leader's first heartbeat held back from one member (which so learns a
+// configuration of a term it has not entered), configuration messages
+// delivered twice (the copy one to three election timeouts late), and old
+// votes, resigns and configurations delivered to a member just restarted.
 //
 // # Invariants
 //
@@ -127,6 +132,11 @@
 //     members at its index); a leader is a member of its configuration and
 //     nobody campaigns outside the configuration its request carries; a
 //     configuration the core reports committed is committed.
+//   - Liveness of membership changes: once the swarm agrees on a leader
+//     after the faults, one change (an addition, or a removal, the leader's
+//     own included) is asked, at the leader or any node and again every half
+//     election timeout, and must be committed within [HealedChangeETs]
+//     election timeouts.
 //   - Liveness: once the faults stop (the network is whole, every node is up
 //     and every message sent during the fault phase has arrived), a leader is
 //     elected and known to every node within [LivenessBound] (with

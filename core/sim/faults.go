@@ -250,6 +250,9 @@ func (f *faults) observe(t int64) {
 		if !f.firstAgreement {
 			f.firstAgreement = true
 			w.res.LivenessMs = t - f.heal
+			if w.mem != nil {
+				w.mem.healedChange()
+			}
 		}
 		f.agreeing = true
 		return

@@ -50,6 +50,9 @@ import (
 //
 // Liveness after the faults asks only the members of the leader's
 // configuration to know it: removed nodes and spares never added need not.
+// Once they do, one more change is asked of the healed group
+// (healedChange), which must commit within HealedChangeETs election
+// timeouts.
 
 // version orders configurations as the core does: (term, index).
 type version struct{ term, index uint64 }
@@ -345,6 +348,9 @@ type membership struct {
 	// Configuration messages to node noConfigTo are lost until noConfigUntil.
 	noConfigTo    int
 	noConfigUntil int64
+	// healedDone, while the change asked after the heal is open, records
+	// its commit if the configuration just committed has it.
+	healedDone func(committed []string) bool
 }
 
 // dropConfig reports whether a delivery to node to is a configuration
@@ -402,6 +408,9 @@ func (m *membership) change() {
 // faults rarely line this up.
 func (m *membership) committed(v version) {
 	w, r := m.w, m.r
+	if m.healedDone != nil && m.healedDone(w.conf.recs[v].members) {
+		return
+	}
 	if !w.inFaultPhase() || r.IntN(2) == 0 {
 		return
 	}
@@ -430,6 +439,74 @@ func (m *membership) committed(v version) {
 		w.command(stale, core.Command{Kind: core.CmdCampaign, Group: "g"})
 	})
 }
+
+// healedChange asks one change of the group once it agrees on a leader
+// after the faults (every node up, the network whole): add a node outside
+// the latest committed configuration, or remove a member (the leader, a
+// third of the time), asked at the leader or at any member and again every
+// half election timeout, as a host does. It must be committed within
+// HealedChangeETs election timeouts of the first ask.
+func (m *membership) healedChange() {
+	w, r := m.w, m.r
+	cur := w.latestMembers()
+	var out []string
+	for _, n := range w.nodes {
+		if _, in := slices.BinarySearch(cur, n.id); !in {
+			out = append(out, n.id)
+		}
+	}
+	kind, target := core.CmdRemoveMember, m.victim(cur)
+	switch {
+	case len(out) > 0 && len(cur) < w.conf.maxVoters && (r.IntN(2) == 0 || len(cur) <= w.conf.minVoters):
+		kind, target = core.CmdAddMember, out[r.IntN(len(out))]
+	case len(cur) <= w.conf.minVoters:
+		return
+	}
+	asked, et := w.now, w.cfg.ElectionTimeoutMs
+	deadline := asked + HealedChangeETs*et
+	w.end = max(w.end, deadline+1)
+	m.healedDone = func(members []string) bool {
+		_, in := slices.BinarySearch(members, target)
+		if in == (kind == core.CmdAddMember) {
+			w.res.HealedChangeMs = w.now - asked
+			m.healedDone = nil
+		}
+		return m.healedDone == nil
+	}
+	var try func()
+	try = func() {
+		if m.healedDone == nil {
+			return
+		}
+		if w.now >= deadline {
+			all := make([]int, len(w.nodes))
+			for i := range all {
+				all[i] = i
+			}
+			w.violation(InvLiveness, fmt.Sprintf("%s %s, asked at %d of the healed group, not committed within %d election timeouts: %s",
+				kind, target, asked, HealedChangeETs, w.describe()), all...)
+			return
+		}
+		at := w.nodes[r.IntN(len(w.nodes))]
+		for _, n := range w.nodes {
+			if n.leader && n.up && r.IntN(2) == 0 {
+				at = n
+			}
+		}
+		c := core.Command{Kind: kind, Group: "g", Target: target}
+		if kind == core.CmdAddMember && w.cfg.Auth == core.AuthEd25519 {
+			c.Key = ed25519.NewKeyFromSeed(simKey(w.Seed, "node "+target)).Public().(ed25519.PublicKey)
+		}
+		w.res.ConfigCommands++
+		w.command(at, c)
+		w.at(min(w.now+et/2, deadline), try)
+	}
+	try()
+}
+
+// HealedChangeETs bounds, in election timeouts, how long a membership
+// change asked of a healed group may take to commit (healedChange).
+const HealedChangeETs = 6
 
 // victim picks a member to remove: the leader, a crashed member or any.
 func (m *membership) victim(cur []string) string {

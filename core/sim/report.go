@@ -52,6 +52,9 @@ type Result struct {
 	// differ from the committed one before.
 	ConfigCommands int64 `json:"config_commands,omitempty"`
 	ConfigChanges  int64 `json:"config_changes,omitempty"`
+	// HealedChangeMs is how long the change asked of the healed group took
+	// to commit (membership.go healedChange); 0 if none was asked.
+	HealedChangeMs int64 `json:"healed_change_ms,omitempty"`
 	// StaleCampaigns counts the leaders crashed right after a change
 	// committed, with a member that lacks it told to campaign.
 	StaleCampaigns int64 `json:"stale_campaigns,omitempty"`
@@ -212,7 +215,8 @@ type Report struct {
 	HandoffElected       Stats `json:"handoff_elected_ms"` // resign → successor elected
 	HandoffKnown         Stats `json:"handoff_known_ms"`
 	HealConverged        Stats `json:"heal_converged_ms"`
-	Liveness             Stats `json:"liveness_ms"` // fault mix: heal → agreement
+	Liveness             Stats `json:"liveness_ms"`      // fault mix: heal → agreement
+	HealedChange         Stats `json:"healed_change_ms"` // fault mix with changes: the change asked after the heal → committed
 	// TraceHash chains every run's TraceHash in seed order.
 	TraceHash string `json:"trace_hash"`
 }
@@ -275,7 +279,7 @@ func RunMany(opts Options, seeds []uint64, progress func(done, total int)) (*Rep
 // Aggregate summarises results (nil entries are skipped).
 func Aggregate(results []*Result) *Report {
 	r := &Report{Violations: []Violation{}}
-	var foE, foK, pubs, hoE, hoK, heal, live []sample
+	var foE, foK, pubs, hoE, hoK, heal, live, hc []sample
 	chain := newChain()
 	for _, res := range results {
 		if res == nil {
@@ -312,11 +316,14 @@ func Aggregate(results []*Result) *Report {
 		if res.Scenario == ScenarioFaults {
 			live = append(live, sample{res.LivenessMs, res.Seed})
 		}
+		if res.HealedChangeMs > 0 {
+			hc = append(hc, sample{res.HealedChangeMs, res.Seed})
+		}
 		chain.add(res.TraceHash)
 	}
 	r.FailoverElected, r.FailoverKnown, r.PublishesPerElection = newSeededStats(foE), newSeededStats(foK), newSeededStats(pubs)
 	r.HandoffElected, r.HandoffKnown = newSeededStats(hoE), newSeededStats(hoK)
-	r.HealConverged, r.Liveness = newSeededStats(heal), newSeededStats(live)
+	r.HealConverged, r.Liveness, r.HealedChange = newSeededStats(heal), newSeededStats(live), newSeededStats(hc)
 	r.TraceHash = chain.sum()
 	return r
 }

@@ -676,6 +676,9 @@ func (w *world) step(n *node) error {
 			w.res.Elections++
 			w.checkElection(n, ev.Term)
 			w.handoffElected(n, ev.Term)
+			if w.tgt != nil {
+				w.tgt.elected(n)
+			}
 			if w.conf != nil {
 				st := n.persisted
 				if n.offered != nil {
@@ -778,6 +781,16 @@ type sent struct {
 }
 
 const replayPool = 64
+
+// lateCopy delivers payload, sent by from, to node to again, d ms from now.
+func (w *world) lateCopy(from, to int, payload []byte, d int64) {
+	at := w.now + d
+	w.res.Replayed++
+	w.markDirty(w.now, at)
+	w.maxDeliver = max(w.maxDeliver, at)
+	w.seq++
+	w.q.push(event{at: at, seq: w.seq, kind: evDeliver, node: int32(to), from: int32(from), sentAt: w.now, payload: payload})
+}
 
 // replay delivers a real message again, long after it was sent: to one node,
 // or (a quarter of the time) to every other node.

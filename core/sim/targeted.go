@@ -52,12 +52,80 @@ type targeted struct {
 	raceFrom    int    // this leader's next heartbeat starts two candidacies (-1: none)
 	raceL       int    // the race's old leader, whose vote requests ...
 	raceY       int    // ... reach the other candidate late (-1: none)
+
+	// The membership part (actMembership), on its own random stream.
+	mr            *rand.Rand
+	changeOnElect bool     // ask a change the instant a new leader is elected
+	dupConfUntil  int64    // until then, every config message also arrives again, late
+	old           [][]byte // recent votes, resigns and config messages, for replays
+	oldFrom       []int
 }
 
 func newTargeted(w *world) *targeted {
-	t := &targeted{w: w, r: rand.New(rand.NewPCG(w.Seed, 0x746774)), holdFrom: -1, partialFrom: -1, raceFrom: -1, raceL: -1, raceY: -1}
+	t := &targeted{w: w, r: rand.New(rand.NewPCG(w.Seed, 0x746774)), holdFrom: -1, partialFrom: -1, raceFrom: -1, raceL: -1, raceY: -1,
+		mr: rand.New(rand.NewPCG(w.Seed, 0x6d7467))}
 	w.at(w.cfg.ElectionTimeoutMs, t.act)
+	w.at(w.cfg.ElectionTimeoutMs, t.actMembership)
 	return t
+}
+
+// actMembership is the targeted membership schedule, when the run changes
+// the configuration: every half to one election timeout, one of
+//
+//   - ask a change the instant the next leader is elected (before its
+//     re-stamp can commit: the change must wait for it);
+//   - hold back the next "leader" message (a new leader's first) to one
+//     member for one to three election timeouts: the configuration sent
+//     with it arrives first, so the member learns a version of a term it
+//     has not entered;
+//   - for one election timeout, deliver every config message twice, the
+//     second copy one to three election timeouts late;
+//   - crash a member and, as it restarts, deliver to it a few of the
+//     recent votes, resigns and config messages again (a late hand-off
+//     vote of a term it missed, a configuration it already passed).
+func (t *targeted) actMembership() {
+	w, r, et := t.w, t.mr, t.w.cfg.ElectionTimeoutMs
+	if w.mem == nil || w.now >= w.faultEnd {
+		return
+	}
+	defer w.at(w.now+et/2+r.Int64N(et/2+1), t.actMembership)
+	switch r.IntN(4) {
+	case 0:
+		t.changeOnElect = true
+	case 1:
+		if t.holdKind == "" {
+			t.holdKind, t.holdFrom, t.holdTo = "leader", -1, r.IntN(len(w.nodes))
+		}
+	case 2:
+		t.dupConfUntil = w.now + et
+	case 3:
+		n := w.nodes[r.IntN(len(w.nodes))]
+		if !n.up || len(t.old) == 0 {
+			return
+		}
+		w.crash(n)
+		w.at(min(w.now+1+r.Int64N(et), w.faultEnd-1), func() {
+			w.start(n)
+			for range 1 + r.IntN(3) {
+				k := r.IntN(len(t.old))
+				if t.oldFrom[k] != n.idx {
+					w.lateCopy(t.oldFrom[k], n.idx, t.old[k], 1+r.Int64N(w.latency+1))
+				}
+			}
+		})
+	}
+}
+
+// elected: n was just elected; ask a change at once if told to.
+func (t *targeted) elected(n *node) {
+	if !t.changeOnElect || t.w.mem == nil || t.w.now >= t.w.faultEnd {
+		return
+	}
+	t.changeOnElect = false
+	t.w.at(t.w.now, func() { // once the election's events are applied
+		t.w.mem.busy = false
+		t.w.mem.change()
+	})
 }
 
 func (t *targeted) act() {
@@ -174,6 +242,15 @@ func (t *targeted) published(from *node, payload []byte) {
 	if t.partial {
 		t.partialFrom = -1
 	}
+	if k == "vote" || k == "resign" || k == "config" {
+		const keep = 16
+		if len(t.old) == keep {
+			i := t.mr.IntN(keep)
+			t.old[i], t.oldFrom[i] = payload, from.idx
+		} else {
+			t.old, t.oldFrom = append(t.old, payload), append(t.oldFrom, from.idx)
+		}
+	}
 	if from.idx == t.raceFrom && (k == "heartbeat" || k == "leader") {
 		t.raceFrom = -1
 		t.race(from)
@@ -216,6 +293,9 @@ func (t *targeted) tamper(from, to int, payload []byte) (drop bool, extra int64)
 	k := msgKind(payload)
 	et := w.cfg.ElectionTimeoutMs
 	late := func() int64 { return et + t.r.Int64N(2*et+1) }
+	if k == "config" && w.now < t.dupConfUntil {
+		w.lateCopy(from, to, payload, et+t.mr.Int64N(2*et+1))
+	}
 	switch {
 	case t.partial:
 		return t.lost || t.r.IntN(2) == 0, 0
