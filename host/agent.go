@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/internal/wasmhost"
+	"github.com/electcore/electcore/internal/engineerr"
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport"
 )
@@ -21,9 +21,10 @@ import (
 type AgentConfig struct {
 	// Transport carries the groups' topics. The agent does not close it.
 	Transport transport.Transport
-	// Store keeps each group's term and vote. nil keeps them in memory
+	// Store keeps each group's term and vote (a *statestore.Store, or a
+	// store of your own). nil, or a nil pointer, keeps them in memory
 	// (tests and demos only: a restarted process forgets its votes).
-	Store *statestore.Store
+	Store Store
 	// Clock is the monotonic clock handed to the core (nil: a real clock).
 	Clock Clock
 	// Logger: nil means the runtime's.
@@ -112,8 +113,8 @@ type Agent struct {
 	cfg    AgentConfig
 	logger *slog.Logger
 	clock  Clock
-	store  stateStore
-	eng    electionCore
+	store  Store
+	eng    Engine
 	ctx    context.Context
 	cancel context.CancelFunc
 	pub    *publisher
@@ -158,47 +159,39 @@ type request struct {
 	done    chan error
 }
 
-// NewAgent starts an agent with no groups, on an instance of the runtime's
-// WebAssembly module.
-func (r *Runtime) NewAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
+// NewNativeAgent starts an agent with no groups on the native Go core
+// (core.Engine), with no WebAssembly at all: the same Agent, callbacks and
+// wire behaviour, for Go programs that do not need the module's sandbox.
+// Swapping it for wasmrt.Runtime.NewAgent is the only change between the
+// two; a program that only uses this one links no WebAssembly runtime.
+func NewNativeAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
+	return NewAgentOn(cfg, &nativeCore{e: core.NewEngine()})
+}
+
+// NewAgentOn starts an agent with no groups stepping eng, which it closes
+// on Close. Programs use NewNativeAgent or wasmrt.Runtime.NewAgent, which
+// call it.
+func NewAgentOn(cfg AgentConfig, eng Engine) (*Agent, error) {
 	if cfg.Transport == nil {
 		return nil, errors.New("host: AgentConfig.Transport is required")
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = r.w.Logger()
-	}
-	eng, err := r.w.NewEngine(ctx, wasmhost.EngineConfig{Logger: cfg.Logger, OnTrap: cfg.OnTrap})
-	if err != nil {
-		return nil, err
+		cfg.Logger = slog.New(slog.DiscardHandler) // silent unless given one
 	}
 	return startAgent(cfg, eng), nil
 }
 
-// NewNativeAgent starts an agent with no groups on the native Go core
-// (core.Engine), with no WebAssembly at all: the same Agent, callbacks and
-// wire behaviour, for Go programs that do not need the module's sandbox.
-// Swapping it for Runtime.NewAgent is the only change between the two.
-func NewNativeAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
-	if cfg.Transport == nil {
-		return nil, errors.New("host: AgentConfig.Transport is required")
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler) // silent unless given one, as NewRuntime
-	}
-	return startAgent(cfg, &nativeCore{e: core.NewEngine()}), nil
-}
-
-func startAgent(cfg AgentConfig, eng electionCore) *Agent {
+func startAgent(cfg AgentConfig, eng Engine) *Agent {
 	a := &Agent{cfg: cfg, logger: cfg.Logger, clock: cfg.Clock,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		elections: map[string]*Election{}, eng: eng}
 	if a.clock == nil {
 		a.clock = NewRealClock()
 	}
-	if cfg.Store != nil {
-		a.store = cfg.Store
-	} else {
+	if noStore(cfg.Store) {
 		a.store = statestore.NewMem()
+	} else {
+		a.store = cfg.Store
 	}
 	if a.cfg.PublishTimeout <= 0 {
 		a.cfg.PublishTimeout = 5 * time.Second
@@ -434,8 +427,7 @@ func (a *Agent) step() (more bool) {
 	a.out.Reset()
 	err := a.eng.Step(&in, &a.out)
 	if err != nil {
-		var t *wasmhost.TrapError
-		if !errors.As(err, &t) || !t.Restored {
+		if !errors.Is(err, engineerr.ErrReplaced) {
 			a.logger.Error("step failed", "err", err)
 			a.failOrRetry(reqs, err)
 			a.wakeAt = a.clock.NowMs() + 100 // try again soon

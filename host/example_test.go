@@ -14,6 +14,7 @@ import (
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
+	"github.com/electcore/electcore/host/wasmrt"
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport/mem"
 	"github.com/electcore/electcore/transport/nats"
@@ -25,7 +26,7 @@ import (
 func Example_readme() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	rt, err := host.NewRuntime(ctx, host.RuntimeConfig{}) // the module built into the program (or $ELECTCORE_WASM); compiles once, caches
+	rt, err := wasmrt.NewRuntime(ctx, wasmrt.Config{}) // the module built into the program (or $ELECTCORE_WASM); compiles once, caches
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/electcore/electcore/internal/testwasm"
+	"github.com/electcore/electcore/internal/wasmhost"
 	"go.uber.org/goleak"
 )
 
@@ -25,11 +26,27 @@ type runFunc func() int
 func (f runFunc) Run() int { return f() }
 
 // sharedRuntime is the process's runtime, compiled once.
-var sharedRuntime = sync.OnceValues(func() (*Runtime, error) {
-	return NewRuntime(context.Background(), RuntimeConfig{WasmPath: testWasm, CacheDir: testwasm.CacheDir(), Logger: testwasm.Logger()})
+var sharedRuntime = sync.OnceValues(func() (*testRT, error) {
+	w, err := wasmhost.NewRuntime(context.Background(), wasmhost.Config{WasmPath: testWasm, CacheDir: testwasm.CacheDir(), Logger: testwasm.Logger()})
+	return &testRT{w}, err
 })
 
-func testRuntime(t testing.TB) *Runtime {
+// testRT starts agents on the module as wasmrt.Runtime does (these tests
+// are inside package host, which wasmrt imports).
+type testRT struct{ w *wasmhost.Runtime }
+
+func (r *testRT) NewAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = r.w.Logger()
+	}
+	eng, err := r.w.NewEngine(ctx, wasmhost.EngineConfig{Logger: cfg.Logger, OnTrap: cfg.OnTrap})
+	if err != nil {
+		return nil, err
+	}
+	return NewAgentOn(cfg, eng)
+}
+
+func testRuntime(t testing.TB) *testRT {
 	r, err := sharedRuntime()
 	if err != nil {
 		t.Fatal(err)

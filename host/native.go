@@ -7,9 +7,13 @@ import (
 	"github.com/electcore/electcore/core"
 )
 
-// electionCore is what an Agent steps: an instance of the WebAssembly
-// module (*wasmhost.Engine, restored after traps) or the native core (nativeCore).
-type electionCore interface {
+// Engine is what an Agent steps: the native core (NewNativeAgent) or an
+// instance of the WebAssembly module (package wasmrt), restored after
+// traps. A Step error matching ErrTrap and engineerr's ErrReplaced (the
+// instance was replaced, its input lost) lets the agent carry on; any
+// other fails the step's requests. Exported for package wasmrt: programs
+// do not implement it.
+type Engine interface {
 	Step(in *core.Input, out *core.Output) error
 	Status(group string) (core.Status, bool, error)
 	Traps() uint64

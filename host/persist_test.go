@@ -52,14 +52,13 @@ func TestSaveFailureHoldsPublishes(t *testing.T) {
 		seen = append(seen, string(m.Payload))
 		mu.Unlock()
 	})
-	ag, err := testRuntime(t).NewAgent(ctx, AgentConfig{Transport: bus.Transport("a"), Logger: discardLogger()})
+	store := &flakyStore{mem: statestore.NewMem()} // a Store of the test's own
+	store.fail.Store(true)
+	ag, err := testRuntime(t).NewAgent(ctx, AgentConfig{Transport: bus.Transport("a"), Store: store, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ag.Close(ctx)
-	store := &flakyStore{mem: statestore.NewMem()}
-	store.fail.Store(true)
-	ag.store = store // before Join: the loop reads it only after Join's request
 	if _, err := ag.Join(ctx, core.Config{ID: "a", Group: "g", Members: []string{"a", "b", "c"}, HeartbeatMs: 20, ElectionTimeoutMs: 100}, Callbacks{}); err != nil {
 		t.Fatal(err)
 	}

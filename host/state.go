@@ -3,6 +3,7 @@ package host
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/electcore/electcore/core"
@@ -17,10 +18,24 @@ func StateName(id, group string) string {
 	return esc.Replace(id) + "=" + esc.Replace(group)
 }
 
-// stateStore is what an Agent needs of statestore.Store.
-type stateStore interface {
+// Store keeps an agent's persisted election state, one blob per name
+// (StateName): statestore.Store on disk, statestore.Mem in memory, or a
+// store of your own. Save must be durable when it returns nil (a member
+// that forgets its vote can vote twice in one term); Load of a name never
+// saved returns an error matching statestore.ErrNotFound.
+type Store interface {
 	Save(name string, data []byte) error
 	Load(name string) ([]byte, error)
+}
+
+// noStore reports whether s holds no store: nil, or a nil pointer such as
+// an unset *statestore.Store (which would otherwise fail on first use).
+func noStore(s Store) bool {
+	if s == nil {
+		return true
+	}
+	v := reflect.ValueOf(s)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // ErrStateUnusable wraps a persisted state that exists but cannot be used
@@ -31,7 +46,7 @@ var ErrStateUnusable = errors.New("persisted election state unusable")
 // was never saved, an error wrapping ErrStateUnusable if it cannot be trusted.
 // It never falls back to term 0 for a state that existed: a member that
 // forgets its term and vote can vote twice in one term.
-func loadState(s stateStore, id, group string) (core.GroupState, error) {
+func loadState(s Store, id, group string) (core.GroupState, error) {
 	name := StateName(id, group)
 	b, err := s.Load(name)
 	if errors.Is(err, statestore.ErrNotFound) {

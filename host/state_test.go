@@ -77,3 +77,20 @@ func TestJoinRefusesUnusableState(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNilStorePointerKeepsStateInMemory: an unset *statestore.Store in
+// AgentConfig.Store (a non-nil interface holding nil) means no store, as
+// nil does, instead of failing on first use.
+func TestNilStorePointerKeepsStateInMemory(t *testing.T) {
+	bus := mem.NewBus(mem.Options{})
+	defer bus.Close()
+	var store *statestore.Store
+	ag, err := NewNativeAgent(context.Background(), AgentConfig{Transport: bus.Transport("a"), Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ag.Close(context.Background())
+	if _, err := ag.Join(context.Background(), fastConfig("a", "g", []string{"a"}), Callbacks{}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
+	"github.com/electcore/electcore/host/wasmrt"
 	"github.com/electcore/electcore/internal/wasmhost"
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport"
@@ -139,7 +140,7 @@ type demo struct {
 	out     io.Writer
 	logger  *slog.Logger
 	start   time.Time
-	rt      *host.Runtime
+	rt      *wasmrt.Runtime
 	bus     *mem.Bus
 	natsURL string
 	members []string
@@ -380,7 +381,7 @@ func (d *demo) setup(ctx context.Context) error {
 		d.cleanups = append(d.cleanups, func() { d.bus.Close() })
 	}
 	t0 := time.Now()
-	rt, err := host.NewRuntime(ctx, host.RuntimeConfig{WasmPath: d.o.wasmPath, CacheDir: d.o.cacheDir, Logger: d.logger})
+	rt, err := wasmrt.NewRuntime(ctx, wasmrt.Config{WasmPath: d.o.wasmPath, CacheDir: d.o.cacheDir, Logger: d.logger})
 	if err != nil {
 		return withCode(exitConfig, err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
+	"github.com/electcore/electcore/host/wasmrt"
 	"github.com/electcore/electcore/internal/metrics"
 	"github.com/electcore/electcore/internal/supervise"
 	"github.com/electcore/electcore/statestore"
@@ -449,7 +450,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	}
 	defer tr.Close()
 
-	rt, err := host.NewRuntime(ctx, host.RuntimeConfig{WasmPath: o.wasmPath, CacheDir: o.cacheDir, Logger: baseLogger})
+	rt, err := wasmrt.NewRuntime(ctx, wasmrt.Config{WasmPath: o.wasmPath, CacheDir: o.cacheDir, Logger: baseLogger})
 	if err != nil {
 		return configErrorf("%s", userWords(err.Error()))
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
+	"github.com/electcore/electcore/host/wasmrt"
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport"
 	"github.com/electcore/electcore/transport/mem"
@@ -76,7 +77,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 	// 1. One Runtime per process: loads and compiles electcore.wasm.
-	rt, err := host.NewRuntime(ctx, host.RuntimeConfig{WasmPath: o.wasm, Logger: quiet})
+	rt, err := wasmrt.NewRuntime(ctx, wasmrt.Config{WasmPath: o.wasm, Logger: quiet})
 	if err != nil {
 		return err
 	}
@@ -123,7 +124,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 // agent runs one member until ctx ends, then resigns and leaves.
-func agent(ctx context.Context, rt *host.Runtime, tr transport.Transport, o options, id string, members []string, out *lines) error {
+func agent(ctx context.Context, rt *wasmrt.Runtime, tr transport.Transport, o options, id string, members []string, out *lines) error {
 	var store *statestore.Store
 	if o.stateDir != "" {
 		var err error

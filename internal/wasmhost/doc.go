@@ -1,7 +1,7 @@
 // Package wasmhost runs electcore.wasm on wazero: the machinery behind
-// host.Runtime, internal so that the public package host exports only what a
-// program needs to run elections. Its users are package host, tests and
-// benchmarks that drive the module directly, and electhost (LoadModule).
+// wasmrt.Runtime, internal so that the public packages export only what a
+// program needs to run elections. Its users are package host/wasmrt, tests
+// and benchmarks that drive the module directly, and electhost (LoadModule).
 //
 // # Layers (read in this order)
 //

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/electcore/electcore/internal/engineerr"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,13 +39,13 @@ func (e *ModuleError) Error() string {
 }
 
 // ErrTrap matches (errors.Is) every TrapError.
-var ErrTrap = errors.New("module trapped")
+var ErrTrap = engineerr.ErrTrap
 
 // ErrDeadline is the cause of a trap raised by the call deadline.
 var ErrDeadline = errors.New("call deadline exceeded")
 
 // ErrClosed is returned by an instance, engine or agent used after Close.
-var ErrClosed = errors.New("host: closed")
+var ErrClosed = engineerr.ErrClosed
 
 // TrapError reports a call that trapped (an unrecovered fault, out of memory,
 // the call deadline, or a recovered panic, which leaves the core suspect).
@@ -64,8 +65,10 @@ func (e *TrapError) Error() string {
 	}
 	return s
 }
-func (e *TrapError) Unwrap() error        { return e.Err }
-func (e *TrapError) Is(target error) bool { return target == ErrTrap }
+func (e *TrapError) Unwrap() error { return e.Err }
+func (e *TrapError) Is(target error) bool {
+	return target == ErrTrap || e.Restored && target == engineerr.ErrReplaced
+}
 func isTrap(err error) bool               { return errors.Is(err, ErrTrap) }
 func asTrap(err error) (*TrapError, bool) { var t *TrapError; ok := errors.As(err, &t); return t, ok }
 

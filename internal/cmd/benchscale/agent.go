@@ -13,6 +13,7 @@ import (
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
+	"github.com/electcore/electcore/host/wasmrt"
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport/nats"
 )
@@ -60,8 +61,8 @@ func runAgent(args []string) error {
 	if *native {
 		ag, err = host.NewNativeAgent(ctx, cfg)
 	} else {
-		var rt *host.Runtime
-		if rt, err = host.NewRuntime(ctx, host.RuntimeConfig{}); err == nil {
+		var rt *wasmrt.Runtime
+		if rt, err = wasmrt.NewRuntime(ctx, wasmrt.Config{}); err == nil {
 			ag, err = rt.NewAgent(ctx, cfg)
 		}
 	}
