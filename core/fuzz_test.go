@@ -37,6 +37,9 @@ func FuzzDecodeWire(f *testing.F) {
 		if m.From == "" {
 			t.Fatal("accepted a message without a sender")
 		}
+		if max(m.Term, m.ConfTerm, m.ConfIndex, m.Seq, m.Epoch, m.Ctr) > MaxTerm || m.Hold > maxHold {
+			t.Fatalf("accepted a count beyond its bound: %+v", m)
+		}
 	})
 }
 

@@ -130,8 +130,9 @@ func checkPersistedConf(c Config, st GroupState) error {
 	if c.Mode != ModeQuorum || st.ConfIndex == 0 {
 		return nil
 	}
-	if st.ConfTerm > MaxTerm {
-		return errors.New("persisted configuration of term " + uitoa(st.ConfTerm) + ", beyond " + uitoa(MaxTerm))
+	if st.ConfTerm > MaxTerm || st.ConfIndex > MaxTerm {
+		return errors.New("persisted configuration version (" + uitoa(st.ConfTerm) + ", " + uitoa(st.ConfIndex) + ") beyond " + uitoa(MaxTerm) +
+			" (written by a version that let one message put it there): delete the group's state file to start over")
 	}
 	if err := checkMemberList(st.Members); err != nil {
 		return errors.New("persisted configuration: " + err.Error())
@@ -171,7 +172,7 @@ func checkMemberList(ids []string) error {
 
 // checkConfigFields checks a config message's fields (checkWire).
 func checkConfigFields(m *wireMsg) error {
-	if m.ConfIndex == 0 || m.ConfTerm > MaxTerm {
+	if m.ConfIndex == 0 { // its bounds: checkWire
 		return errors.New("config without a valid version")
 	}
 	if err := checkMemberList(m.Members); err != nil {

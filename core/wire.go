@@ -150,8 +150,21 @@ func checkWire(m *wireMsg) error {
 	if err := checkName("from", m.From); err != nil {
 		return errors.New("malformed: " + err.Error())
 	}
-	if m.Term > MaxTerm {
-		return errors.New("malformed: term " + uitoa(m.Term) + " exceeds " + uitoa(MaxTerm))
+	// Every count stays exact in every JSON reader, as terms do: a
+	// configuration index of 2^64−1 once wrapped to 0 at the next leader's
+	// re-stamp, and the configuration never committed again. A priority
+	// fits 32 bits (its parser); inc and leader_inc are random
+	// identifiers, only ever compared.
+	for _, f := range [...]struct {
+		name string
+		v    uint64
+	}{{"term", m.Term}, {"conf_term", m.ConfTerm}, {"conf_index", m.ConfIndex}, {"seq", m.Seq}, {"epoch", m.Epoch}, {"ctr", m.Ctr}} {
+		if f.v > MaxTerm {
+			return errors.New("malformed: " + f.name + " " + uitoa(f.v) + " exceeds " + uitoa(MaxTerm))
+		}
+	}
+	if m.Hold > maxHold {
+		return errors.New("malformed: hold " + uitoa(m.Hold) + " exceeds " + uitoa(maxHold))
 	}
 	// Only the candidate asks for votes for itself, and only a leader speaks
 	// for itself: a message on someone else's behalf is refused here, before

@@ -2,9 +2,11 @@ package core
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -157,5 +159,58 @@ func TestReusePayloads(t *testing.T) {
 	})
 	if allocs != 0 || len(out.Publishes) != 1 || !bytes.Contains(out.Publishes[0].Payload, []byte(`"type":"ack"`)) {
 		t.Errorf("1,000 heartbeat steps with ReusePayloads allocated %v times (want none); last output %+v", allocs, out)
+	}
+}
+
+// Every count on the wire is bounded as terms are (2^53−1), a hold to
+// 2^32−1 ms: a message beyond a bound is refused by the decoder, with the
+// field named, and changes nothing. A configuration index of 2^64−1 was
+// taken, and the next leader's re-stamp wrapped it to 0.
+func TestWireNumbersAreBounded(t *testing.T) {
+	n := newTestNet(t, ModeQuorum, "a", "b", "c")
+	electLeader(t, n)
+	n.quiet = false
+	before := n.status("a")
+	cases := []struct{ field, value, reason string }{
+		{"term", "9007199254740992", "term 9007199254740992 exceeds 9007199254740991"},
+		{"conf_term", "9007199254740992", "conf_term 9007199254740992 exceeds"},
+		{"conf_index", "18446744073709551615", "conf_index 18446744073709551615 exceeds"},
+		{"conf_index", "9007199254740992", "conf_index 9007199254740992 exceeds"},
+		{"seq", "9007199254740992", "seq 9007199254740992 exceeds"},
+		{"epoch", "9007199254740992", "epoch 9007199254740992 exceeds"},
+		{"ctr", "9007199254740992", "ctr 9007199254740992 exceeds"},
+		{"hold", "4294967296", "hold 4294967296 exceeds 4294967295"},
+		{"priority", "4294967296", "priority"},
+	}
+	for _, tc := range cases {
+		p := fmt.Sprintf(`{"type":"heartbeat","group":"g","from":"b","leader":"b","term":1,"%s":%s}`, tc.field, tc.value)
+		if tc.field == "term" {
+			p = fmt.Sprintf(`{"type":"heartbeat","group":"g","from":"b","leader":"b","term":%s}`, tc.value)
+		}
+		n.take()
+		n.step("a", &Input{Now: n.now, Inbound: []Message{{Topic: Topic("g"), Payload: []byte(p)}}})
+		if got := n.take(); !strings.Contains(got, "rejected (malformed: "+tc.reason) {
+			t.Errorf("%s %s: want a refusal naming %q, got:\n%s", tc.field, tc.value, tc.reason, got)
+		}
+	}
+	// At the bound, each is a count like any other.
+	var m wireMsg
+	for _, f := range []string{"conf_term", "conf_index", "seq", "epoch", "ctr"} {
+		p := `{"type":"heartbeat","group":"g","from":"b","leader":"b","term":9007199254740991,"` + f + `":9007199254740991,"hold":4294967295}`
+		if err := decodeWire([]byte(p), &m); err != nil {
+			t.Errorf("%s at the bound: %v", f, err)
+		}
+	}
+	after := n.status("a")
+	if after.Term != before.Term || after.Leader != before.Leader || after.ConfIndex != before.ConfIndex || after.Rejected != before.Rejected+uint64(len(cases)) {
+		t.Fatalf("state moved: %+v → %+v", before, after)
+	}
+	// A state file holding a version beyond the bound (written by an older
+	// agent) is refused at join, saying what to do.
+	cfg := n.config("a")
+	var out Output
+	err := NewEngine().Join(GroupSpec{Config: cfg, State: GroupState{Group: "g", Term: 3, ConfTerm: 2, ConfIndex: 1<<64 - 1, Members: []string{"a", "b", "c"}}}, 0, &out)
+	if err == nil || !strings.Contains(err.Error(), "delete the group's state file") {
+		t.Fatalf("join with a configuration index beyond the bound: %v", err)
 	}
 }

@@ -17,9 +17,10 @@ import (
 //     skipped;
 //   - strings are unescaped as encoding/json does (\uXXXX with surrogate
 //     pairs; a lone surrogate or an invalid UTF-8 byte becomes U+FFFD);
-//   - term, seq, epoch, ctr: a JSON integer that fits a uint64, priority one
-//     that fits a uint32 (no sign, fraction or exponent); pre, granted: true
-//     or false; timestamp (informational): a string or any number;
+//   - term, seq, epoch, ctr, hold, …: a JSON integer that fits a uint64
+//     (checkWire bounds them further, as encoding/json does not), priority
+//     one that fits a uint32 (no sign, fraction or exponent); pre, granted:
+//     true or false; timestamp (informational): a string or any number;
 //   - null for a field leaves it unset (priority: absent);
 //   - a duplicated key: the last one wins, as in encoding/json.
 //
@@ -211,7 +212,7 @@ func (d *jsonScanner) field(m *wireMsg, key []byte) bool {
 		return d.boolField(&m.Handoff)
 	case "hold":
 		m.holdSet = d.peek() != 'n'
-		return d.uintField(&m.Hold, maxHold)
+		return d.uintField(&m.Hold, 1<<64-1) // bounded by checkWire
 	case "timestamp": // informational: a string, a number or null
 		switch c := d.peek(); {
 		case c == '"', c == '-', '0' <= c && c <= '9', c == 'n':
