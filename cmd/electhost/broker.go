@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -36,7 +39,7 @@ SIGINT/SIGTERM (exit 0). A port in use fails at once (exit 3).`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&listen, "listen", "127.0.0.1:4222", "host:port to listen on (port 0 picks a free one)")
+	c.Flags().StringVar(&listen, "listen", defaultListen(), "host:port to listen on (port 0 picks a free one; default: the host:port of $NATS_URL, else 127.0.0.1:4222)")
 	c.Flags().BoolVar(&jsonLogs, "json", false, "log JSON lines (slog JSONHandler)")
 	return c
 }
@@ -80,4 +83,14 @@ func startNATS(addr string) (*server.Server, string, error) {
 		return nil, "", withCode(exitConfig, fmt.Errorf("--listen %s: the broker did not start listening within 10s (pick a free port with --listen 127.0.0.1:0)", addr))
 	}
 	return ns, ns.ClientURL(), nil
+}
+
+// defaultListen is where broker listens by default: the host:port of
+// $NATS_URL when it names one nats:// server (so that run and status, which
+// default to it, find this broker), else 127.0.0.1:4222.
+func defaultListen() string {
+	if u, err := url.Parse(strings.TrimSpace(os.Getenv("NATS_URL"))); err == nil && u.Scheme == "nats" && u.Hostname() != "" && u.Port() != "" {
+		return u.Host
+	}
+	return "127.0.0.1:4222"
 }

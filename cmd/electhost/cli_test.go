@@ -347,3 +347,18 @@ func TestCLIResetStateNothingOrCorruptManifest(t *testing.T) {
 		t.Fatalf("after reset-state: exit %d\n%s", code, stderr)
 	}
 }
+
+// TestCLINATSURL: $NATS_URL is --broker's default; a malformed one is a
+// usage error naming it.
+func TestCLINATSURL(t *testing.T) {
+	natsURL, _ := natstest.Start(t)
+	code, _, stderr := runCLI(t, 30*time.Second, []string{"NATS_URL=http://127.0.0.1:1"}, "status", "--group", "g")
+	if code != exitUsage {
+		t.Fatalf("bad $NATS_URL: exit %d\n%s", code, stderr)
+	}
+	oneErrorLine(t, stderr, `$NATS_URL "http://127.0.0.1:1"`)
+	// Heard no leader (exit 1), but reached the broker: not exit 4.
+	if code, _, stderr := runCLI(t, 30*time.Second, []string{"NATS_URL=" + natsURL}, "status", "--group", "g", "--wait", "100ms"); code != exitFailure {
+		t.Fatalf("status with $NATS_URL=%s: exit %d, want 1 (no leader heard)\n%s", natsURL, code, stderr)
+	}
+}

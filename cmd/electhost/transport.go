@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -21,6 +22,15 @@ import (
 // (what `electhost broker` listens on by default).
 const DefaultNATSURL = "nats://127.0.0.1:4222"
 
+// defaultNATS is --broker's default for nats: $NATS_URL (as for the nats
+// CLI) if set, else DefaultNATSURL.
+func defaultNATS() string {
+	if u := strings.TrimSpace(os.Getenv("NATS_URL")); u != "" {
+		return u
+	}
+	return DefaultNATSURL
+}
+
 // transportFlags are the flags shared by run and status.
 type transportFlags struct {
 	kind     string
@@ -32,7 +42,7 @@ type transportFlags struct {
 func (f *transportFlags) register(fs *pflag.FlagSet) {
 	f.fs = fs
 	fs.StringVar(&f.kind, "transport", "nats", "pub/sub transport: nats or pilot")
-	fs.StringVar(&f.broker, "broker", "", "NATS URL(s) for nats (default "+DefaultNATSURL+"), or for pilot the pilot nodes whose brokers the group uses, comma-separated, the same on every member: best every member's own node (required)")
+	fs.StringVar(&f.broker, "broker", "", "NATS URL(s) for nats (default $NATS_URL, else "+DefaultNATSURL+"), or for pilot the pilot nodes whose brokers the group uses, comma-separated, the same on every member: best every member's own node (required)")
 	fs.StringVar(&f.pilotctl, "pilotctl", "pilotctl", "pilotctl binary (name in PATH or path), for --transport pilot")
 }
 
@@ -40,10 +50,11 @@ func (f *transportFlags) validate() error {
 	switch f.kind {
 	case "nats":
 		if f.fs != nil && f.fs.Changed("broker") {
-			return checkNATSURLs(f.broker)
+			return checkNATSURLs("--broker", f.broker)
 		}
 		if f.broker == "" {
-			f.broker = DefaultNATSURL
+			f.broker = defaultNATS()
+			return checkNATSURLs("$NATS_URL", f.broker)
 		}
 	case "pilot":
 		if strings.TrimSpace(f.broker) == "" {
@@ -59,8 +70,8 @@ func (f *transportFlags) validate() error {
 // NATS could never connect to: empty, or a URL that is not a NATS server's
 // (nats://, tls://, ws:// or wss://, a host, an optional port 1-65535, no
 // path); a bare HOST:PORT is nats://HOST:PORT, as for the NATS client.
-func checkNATSURLs(list string) error {
-	want := "want nats://HOST:PORT (or tls://, ws://, wss://; several comma-separated), or no --broker for " + DefaultNATSURL
+func checkNATSURLs(what, list string) error {
+	want := "want nats://HOST:PORT (or tls://, ws://, wss://; several comma-separated), or no --broker for $NATS_URL or " + DefaultNATSURL
 	var n int
 	for _, s := range strings.Split(list, ",") {
 		s = strings.TrimSpace(s)
@@ -74,7 +85,7 @@ func checkNATSURLs(list string) error {
 		}
 		u, err := url.Parse(s)
 		if err != nil {
-			return usageErrorf("--broker %q: %s", raw, want)
+			return usageErrorf("%s %q: %s", what, raw, want)
 		}
 		bad := u.Hostname() == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != ""
 		if !bad {
@@ -90,11 +101,11 @@ func checkNATSURLs(list string) error {
 			}
 		}
 		if bad {
-			return usageErrorf("--broker %q: %s", raw, want)
+			return usageErrorf("%s %q: %s", what, raw, want)
 		}
 	}
 	if n == 0 {
-		return usageErrorf("--broker %q: no URL given; %s", list, want)
+		return usageErrorf("%s %q: no URL given; %s", what, list, want)
 	}
 	return nil
 }
