@@ -32,6 +32,7 @@ type simOptions struct {
 	targeted  bool
 	members   bool // --membership
 	drain     bool // --drain
+	outsider  bool // --outsider
 }
 
 func newSimCmd() *cobra.Command {
@@ -59,6 +60,11 @@ configuration: spare agents waiting to be added, members added, removed
 missed a change told to campaign as the leader crashes
 (core/sim/membership.go). Without it most quorum seeds have a few changes.
 
+--outsider (quorum, no authentication) adds an outsider that forges, while
+the faults run, what no single message may turn into an outage even with
+auth off: acks far ahead in term and configurations under a non-member's
+name (core/sim/adversary.go).
+
 --seed S replays one seed with its full trace printed. A violation makes sim
 exit 1 after printing the seed and the command that replays it.`,
 		Args: cobra.NoArgs,
@@ -78,6 +84,7 @@ exit 1 after printing the seed and the command that replays it.`,
 	f.BoolVar(&o.jsonOut, "json", false, "print a JSON report")
 	f.BoolVar(&o.noBar, "no-progress", false, "no progress on stderr (a bar on a terminal, else a line every 5s with an ETA)")
 	f.BoolVar(&o.adversary, "adversary", false, "add an attacker that forges, replays and floods messages (core/sim/adversary.go)")
+	f.BoolVar(&o.outsider, "outsider", false, "quorum, auth off: add an outsider forging far-ahead terms and non-members' configurations in the fault mix")
 	f.BoolVar(&o.targeted, "targeted", false, "add the targeted adversarial schedule to the fault mix (core/sim/targeted.go): opposite clock drift, leader cut off with a minority, late votes, crash loops, partial resigns")
 	f.BoolVar(&o.members, "membership", false, "every fault-mix seed changes the configuration (quorum; core/sim/membership.go): spares added, members and leaders removed, replacements, stale candidates")
 	f.BoolVar(&o.drain, "drain", false, "drain the best node at a moment of the fault mix, for the rest of the run (quorum, no membership changes): it must never lead nor campaign")
@@ -165,6 +172,9 @@ func (o *simOptions) validate() ([]sim.Scenario, error) {
 	if o.drain && (o.mode != string(core.ModeQuorum) || o.members || o.scenario != "all" && o.scenario != "faults") {
 		return nil, usageErrorf("--drain adds to the fault mix in quorum mode, without --membership: want --mode quorum and --scenario all or faults")
 	}
+	if o.outsider && (o.mode != string(core.ModeQuorum) || o.adversary || o.auth != "" && o.auth != string(core.AuthOff) || o.scenario != "all" && o.scenario != "faults") {
+		return nil, usageErrorf("--outsider forges against the fault mix in quorum mode without authentication: want --mode quorum, --scenario all or faults, no --adversary, no --auth but off")
+	}
 	if o.members && (o.mode != string(core.ModeQuorum) || o.scenario != "all" && o.scenario != "faults") {
 		return nil, usageErrorf("--membership adds to the fault mix in quorum mode: want --mode quorum and --scenario all or faults")
 	}
@@ -180,7 +190,7 @@ func (o *simOptions) validate() ([]sim.Scenario, error) {
 func (o *simOptions) options(sc sim.Scenario) sim.Options {
 	return sim.Options{Mode: core.Mode(o.mode), Scenario: sc, Nodes: o.nodes, Cycles: o.cycles,
 		Adversary: o.adversary, Targeted: o.targeted && sc == sim.ScenarioFaults, Membership: o.members && sc == sim.ScenarioFaults,
-		Drain: o.drain && sc == sim.ScenarioFaults, Config: core.Config{Auth: core.AuthMode(o.auth)}}
+		Drain: o.drain && sc == sim.ScenarioFaults, Outsider: o.outsider && sc == sim.ScenarioFaults, Config: core.Config{Auth: core.AuthMode(o.auth)}}
 }
 
 // replayCmd is the command line that replays seed.
@@ -206,6 +216,9 @@ func (o *simOptions) replayCmd(seed uint64, sc sim.Scenario) string {
 	}
 	if o.drain && sc == sim.ScenarioFaults {
 		s += " --drain"
+	}
+	if o.outsider && sc == sim.ScenarioFaults {
+		s += " --outsider"
 	}
 	return s
 }

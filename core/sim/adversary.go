@@ -47,6 +47,8 @@ type adversary struct {
 	seq    uint64 // the last heartbeat seq it claimed
 	ids    []string
 	key    []byte // mallory's own ed25519 key, or a wrong group key
+
+	confIndex uint64 // the leader's configuration index, from its last heartbeat
 }
 
 type capture struct {
@@ -88,6 +90,11 @@ func simKey(seed uint64, what string) []byte {
 
 func newAdversary(w *world) *adversary {
 	a := &adversary{w: w, r: rand.New(rand.NewPCG(w.Seed, 0xadd5a7)), ids: w.ids}
+	if w.Outsider {
+		a.r = rand.New(rand.NewPCG(w.Seed, 0x6f7574))
+		w.at(w.cfg.HeartbeatMs, a.outsiderAct)
+		return a
+	}
 	if w.cfg.Auth == core.AuthEd25519 {
 		a.key = ed25519.NewKeyFromSeed(simKey(w.Seed, "mallory"))
 	} else {
@@ -95,6 +102,41 @@ func newAdversary(w *world) *adversary {
 	}
 	w.at(w.cfg.HeartbeatMs, a.act)
 	return a
+}
+
+// outsiderAct: with authentication off anyone may speak as a member, and
+// so depose a leader, but no one message may take a member or the group
+// down past the faults. Every half to one and a half heartbeat intervals of
+// the fault phase the outsider sends one of
+//
+//   - one to four acks in members' names, each 2^31 to 2^32 terms ahead:
+//     before terms were bounded per message, one moved a member's term that
+//     far, and a flood brought every member to the last term (InvTermBound
+//     judges it; honest terms are never that far ahead here, so the core
+//     refuses them all and they disturb nothing);
+//   - a newer configuration under a non-member's name, listing only a
+//     made-up member: adopted, it left every member a non-voter, with no
+//     leader ever again (liveness judges it).
+//
+// Not here: resigns forged in the leader's name. They carry the leader's
+// vote for its successor, so with authentication off they can elect two
+// leaders of one term and overlap leases (the threat model says so).
+func (a *adversary) outsiderAct() {
+	w := a.w
+	if !w.inFaultPhase() {
+		return
+	}
+	hb := w.cfg.HeartbeatMs
+	w.at(w.now+hb/2+a.r.Int64N(hb+1), a.outsiderAct)
+	if a.r.IntN(2) == 0 {
+		for range 1 + a.r.IntN(4) {
+			a.toAll(fmt.Sprintf(`{"type":"ack","group":"g","from":"%s","leader":"%s","term":%d}`,
+				a.member(), a.member(), a.term+1<<31+a.r.Uint64N(1<<31)))
+		}
+		return
+	}
+	a.toAll(fmt.Sprintf(`{"type":"config","group":"g","from":"%s","conf_term":%d,"conf_index":%d,"members":["zz"]}`,
+		adversaryID, a.term, a.confIndex+1+a.r.Uint64N(1000)))
 }
 
 func (a *adversary) authOn() bool {
@@ -119,7 +161,7 @@ func (a *adversary) observe(from *node, payload []byte) {
 	}
 	a.term = max(a.term, m.Term)
 	if m.Type == "leader" || m.Type == "heartbeat" {
-		a.leader = from.id
+		a.leader, a.confIndex = from.id, m.ConfIndex
 		if i := strings.Index(string(payload), `"seq":`); i >= 0 {
 			var s uint64
 			fmt.Sscan(string(payload[i+len(`"seq":`):]), &s)

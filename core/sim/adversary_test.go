@@ -114,3 +114,31 @@ func TestAdversarySeeds(t *testing.T) {
 		}
 	}
 }
+
+// TestOutsiderWithoutAuth: without authentication, an outsider's acks far
+// ahead in term and configurations under a non-member's name (Options.
+// Outsider) are refused: no term moves further than messages can move it,
+// and a leader is elected and a change commits after the faults.
+// OutsiderCISeeds seeds (a fifth with -short).
+func TestOutsiderWithoutAuth(t *testing.T) {
+	t.Parallel()
+	var injected, rejected, changes int64
+	n := advSeeds(OutsiderCISeeds)
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		res, err := Run(Options{Seed: seed, Mode: core.ModeQuorum, Outsider: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range res.Violations {
+			t.Errorf("%s\nreplay: electhost sim --scenario faults --outsider --seed %d\n%s", v, v.Seed, v.Excerpt)
+		}
+		if t.Failed() {
+			return
+		}
+		injected, rejected, changes = injected+res.Injected, rejected+res.Rejected, changes+res.ConfigChanges
+	}
+	if injected == 0 || rejected < injected/2 {
+		t.Errorf("injected %d, rejected %d: the outsider's forgeries did not arrive", injected, rejected)
+	}
+	t.Logf("%d seeds, %d forged deliveries, %d rejections, %d committed changes", n, injected, rejected, changes)
+}

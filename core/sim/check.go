@@ -33,6 +33,17 @@ const (
 	// InvDrained: a drained node (Options.Drain) led at the end of a step
 	// or asked for (pre-)votes.
 	InvDrained = "drained"
+	// InvTermBound: a node's term moved further than messages can move it:
+	// more than MaxTermStep+1 per message or step it took, plus a thousand
+	// terms a millisecond (core.MaxTermStep). Before that bound one forged
+	// message moved a term by 2^32, and a flood spent the term space.
+	InvTermBound = "term-bound"
+	// InvDuplicateID: with authentication on, a node reported another
+	// process with a member's id (core.EventDuplicateID). The simulator
+	// never runs two processes with one id and the adversary cannot sign,
+	// so the report came from a replay: a member's own message of an
+	// earlier run once made it report itself, and exit.
+	InvDuplicateID = "duplicate-id"
 )
 
 // pubMsg is the part of a wire message the checker reads.
@@ -112,6 +123,12 @@ func (w *world) checkPersist(n *node, p core.GroupState) {
 		w.violation(InvTermDecrease, fmt.Sprintf("%s persisted term %d after term %d", n.id, p.Term, n.maxTerm), n.idx)
 	}
 	n.maxTerm = max(n.maxTerm, p.Term)
+	// Local clocks run within the drift bound of real time: twice real
+	// time is a generous allowance.
+	if bound := 1 + (core.MaxTermStep+1)*n.moves + 2*1000*uint64(max(w.now, 0)); p.Term > bound {
+		w.violation(InvTermBound, fmt.Sprintf("%s persisted term %d after %d messages and steps in %d ms (at most %d)",
+			n.id, p.Term, n.moves, w.now, bound), n.idx)
+	}
 	if p.Vote != "" {
 		w.recordVote(n, p.Term, p.Vote, "persisted")
 	}
@@ -240,6 +257,10 @@ func (w *world) onEvent(n *node, ev *core.Event) {
 			strings.HasPrefix(r, "oversized") || strings.HasPrefix(r, "join") || strings.HasPrefix(r, "wrong group") ||
 			strings.HasPrefix(r, "sender") && !w.outsider(n, r) || strings.Contains(r, " sent by ") {
 			w.violation(InvWire, n.id+" rejected a payload the core produced: "+r, n.idx)
+		}
+	case core.EventDuplicateID:
+		if w.cfg.Auth == core.AuthHMAC || w.cfg.Auth == core.AuthEd25519 {
+			w.violation(InvDuplicateID, n.id+" reports a second process with a member's id: "+ev.Reason, n.idx)
 		}
 	case core.EventConfig:
 		if w.conf != nil && ev.Reason == "committed" {

@@ -92,6 +92,13 @@
 // delivered twice (the copy one to three election timeouts late), and old
 // votes, resigns and configurations delivered to a member just restarted.
 //
+// Options.Adversary adds mallory (adversary.go), who forges, replays and
+// floods for the whole run; with authentication on (HMAC by default) every
+// invariant must hold as without it. Options.Outsider, with authentication
+// off, forges during the fault phase what one message must not turn into an
+// outage even then: acks 2^31 to 2^32 terms ahead, and newer configurations
+// under a non-member's name.
+//
 // # Invariants
 //
 //   - Election safety: at most one node becomes leader of a term. Quorum
@@ -143,6 +150,14 @@
 //     membership changes: every node of the leader's configuration; removed
 //     nodes and spares never added need not know it), and from then on the
 //     swarm is never without an agreed leader for longer than that.
+//   - Terms move no further than messages can move them: a node's persisted
+//     term is at most 17 per message and step it took, plus 2,000 per
+//     millisecond of the run (the core's MaxTermStep and 1,000 terms a
+//     millisecond, with room for clock rates).
+//   - With authentication on, no node reports a second process with a
+//     member's id (core.EventDuplicateID): the simulator never runs one, so
+//     such a report came from a replay, like a member's own message of an
+//     earlier run.
 //   - The core never rejects a payload the core produced, and a Stepper never
 //     fails.
 //

@@ -86,6 +86,13 @@ type Options struct {
 	// Config.Auth = core.AuthOff shows what the adversary does without.
 	// With Config.Auth set, the simulator derives every key from the seed.
 	Adversary bool `json:"adversary,omitempty"`
+	// Outsider adds, to a swarm that does not authenticate, an outsider
+	// that forges, during the fault phase, what one message must not turn
+	// into an outage even without authentication (adversary.go
+	// outsiderAct): acks far ahead in term and configurations under a
+	// non-member's name. Quorum mode, fault mix; not with Adversary nor with
+	// Config.Auth on.
+	Outsider bool `json:"outsider,omitempty"`
 	// Targeted adds the targeted adversarial schedule to the fault mix
 	// (targeted.go): clocks at opposite extremes of the drift bound for the
 	// whole run, the leader cut off with a minority right after it speaks,
@@ -199,6 +206,10 @@ func (o Options) normalize() (*setup, error) {
 	}
 	if s.Membership && (s.Scenario != ScenarioFaults || s.Mode != core.ModeQuorum) {
 		return nil, errors.New("sim: membership changes are part of the fault mix in quorum mode (bully mode has no configuration)")
+	}
+	if s.Outsider && (s.Scenario != ScenarioFaults || s.Mode != core.ModeQuorum || s.Adversary ||
+		s.Config.Auth != "" && s.Config.Auth != core.AuthOff) {
+		return nil, errors.New("sim: the outsider forges in the fault mix of quorum mode, without authentication nor the adversary")
 	}
 	if s.Drain && (s.Scenario != ScenarioFaults || s.Mode != core.ModeQuorum || s.Membership) {
 		return nil, errors.New("sim: drain is part of the fault mix in quorum mode, without membership changes")
@@ -383,6 +394,13 @@ func fill(c core.Config) core.Config {
 // targeted schedule, in each mode) the CI runs: the budget within which
 // make mutants shows each mutation of the core caught.
 const CISeeds = 20_000
+
+// AdversaryCISeeds and OutsiderCISeeds are the budgets of the adversary's
+// (HMAC) and the outsider's fault-mix suites in make mutants.
+const (
+	AdversaryCISeeds = 2_000
+	OutsiderCISeeds  = 2_000
+)
 
 // DrainCISeeds is the CI's budget of the drain suite (Options.Drain), which
 // checks one rule on top of the fault mix the other suites run.

@@ -158,6 +158,7 @@ type node struct {
 	graceEnd int64
 
 	maxTerm uint64            // highest term it persisted, across restarts
+	moves   uint64            // messages and steps it took, across restarts (InvTermBound)
 	votes   map[uint64]string // the vote it cast in each term, across restarts
 
 	// Its configuration (quorum): the members it persisted (Config.Members
@@ -290,7 +291,7 @@ func run(o Options) (*Result, error) {
 	case ScenarioFailover, ScenarioResign, ScenarioHeal:
 		w.sc = newMeasure(w)
 	}
-	if s.Adversary {
+	if s.Adversary || s.Outsider {
 		w.adv = newAdversary(w)
 	}
 	if s.Targeted && s.Scenario == ScenarioFaults {
@@ -650,6 +651,7 @@ func (w *world) step(n *node) error {
 	out := &n.out
 	err := n.st.Step(&in, out)
 	w.res.Steps++
+	n.moves += 1 + uint64(len(in.Inbound))
 	w.buf, _ = out.MarshalMsg(w.buf[:0])
 	writeStep(w.h, n.idx, w.buf)
 	if w.trace != nil {
