@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electcore/electcore/internal/supervise"
+	"github.com/electcore/electcore/cmd/electhost/internal/supervise"
 	"github.com/electcore/electcore/transport/natstest"
 )
 

@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/electcore/electcore/cmd/electhost/internal/metrics"
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
-	"github.com/electcore/electcore/internal/metrics"
 )
 
 // statusJSON is the body of GET /status.

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/electcore/electcore/internal/supervise"
+	"github.com/electcore/electcore/cmd/electhost/internal/supervise"
 	"github.com/spf13/cobra"
 )
 

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/electcore/electcore/internal/metrics"
+	"github.com/electcore/electcore/cmd/electhost/internal/metrics"
 	"github.com/electcore/electcore/transport/pilot"
 	"github.com/prometheus/client_golang/prometheus"
 )

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/electcore/electcore/internal/metrics"
+	"github.com/electcore/electcore/cmd/electhost/internal/metrics"
 	"github.com/electcore/electcore/transport/pilot"
 )
 

@@ -18,11 +18,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/electcore/electcore/cmd/electhost/internal/metrics"
+	"github.com/electcore/electcore/cmd/electhost/internal/supervise"
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
 	"github.com/electcore/electcore/host/wasmrt"
-	"github.com/electcore/electcore/internal/metrics"
-	"github.com/electcore/electcore/internal/supervise"
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport"
 	"github.com/spf13/cobra"

@@ -1,6 +1,6 @@
 // Package backoff is the one jittered exponential back-off of electcore's
 // retry loops: pilot subscriptions and publishes (transport) and the
-// leader-only command (internal/supervise). NATS reconnects use nats.go's
+// leader-only command (cmd/electhost/internal/supervise). NATS reconnects use nats.go's
 // own (ReconnectWait/ReconnectJitter).
 package backoff
 

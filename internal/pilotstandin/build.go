@@ -9,8 +9,16 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-	"testing"
 )
+
+// TB is what the helpers need of a *testing.T or *testing.B: an interface,
+// so that this package (linked into the stand-in pilotctl binary) does not
+// import "testing", which would register the test flags in it.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
 
 var (
 	buildOnce sync.Once
@@ -22,7 +30,7 @@ var (
 // returns its absolute path (the file is named "pilotctl"). It is written to
 // a per-user cache directory, replaced atomically, so concurrent test
 // processes can share it and nothing is left in temp directories.
-func Build(t testing.TB) string {
+func Build(t TB) string {
 	t.Helper()
 	buildOnce.Do(func() { buildPath, buildErr = build() })
 	if buildErr != nil {

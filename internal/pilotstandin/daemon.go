@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -123,7 +122,7 @@ type Daemon struct {
 }
 
 // StartDaemon starts a Daemon for a test and stops it in t.Cleanup.
-func StartDaemon(t testing.TB, opts Options) *Daemon {
+func StartDaemon(t TB, opts Options) *Daemon {
 	t.Helper()
 	d, err := NewDaemon(opts)
 	if err != nil {

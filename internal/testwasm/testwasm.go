@@ -13,8 +13,16 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-	"testing"
 )
+
+// TB is what the helpers need of a *testing.T or *testing.B: an interface,
+// so that this package does not import "testing" outside test files.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	TempDir() string
+}
 
 // Build tags of the module's other flavours.
 const (
@@ -35,12 +43,12 @@ var (
 )
 
 // Path returns the plain module (Extism and raw exports).
-func Path(t testing.TB) string { return must(t, "") }
+func Path(t TB) string { return must(t, "") }
 
 // HostDriven returns the host-driven build.
-func HostDriven(t testing.TB) string { return must(t, HostDrivenTag) }
+func HostDriven(t TB) string { return must(t, HostDrivenTag) }
 
-func must(t testing.TB, tag string) string {
+func must(t TB, tag string) string {
 	t.Helper()
 	p, err := Module(tag)
 	if err != nil {
@@ -85,7 +93,7 @@ func Module(tag string) (string, error) {
 
 // BuildBinary builds the Go package pkg (relative to the repo root, e.g.
 // "./cmd/electhost") into a temporary directory and returns the binary.
-func BuildBinary(t testing.TB, pkg string) string {
+func BuildBinary(t TB, pkg string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
 	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", out, pkg)
@@ -99,7 +107,7 @@ func BuildBinary(t testing.TB, pkg string) string {
 // Main runs a package's tests with *module set to the plain module (see
 // Module) and removes what was built afterwards:
 // func TestMain(m *testing.M) { os.Exit(testwasm.Main(m, &testWasm)) }.
-func Main(m *testing.M, module *string) int {
+func Main(m interface{ Run() int }, module *string) int {
 	defer Cleanup()
 	p, err := Module("")
 	if err != nil {

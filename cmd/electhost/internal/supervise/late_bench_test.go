@@ -17,7 +17,7 @@ import (
 // machine to see the margin the lease needs, e.g. with 8 busy loops:
 //
 //	for i in $(seq 8); do (while :; do :; done) & done
-//	go test ./internal/supervise -run '^$' -bench ShimStopLateness -benchtime 20x
+//	go test ./cmd/electhost/internal/supervise -run '^$' -bench ShimStopLateness -benchtime 20x
 func BenchmarkShimStopLateness(b *testing.B) {
 	h := &attrHandler{}
 	var s *Supervisor

@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 		return
 	}
 	// The spawning thread's goroutine lives as long as the process, by design.
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/electcore/electcore/internal/supervise.spawnLoop"))
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/electcore/electcore/cmd/electhost/internal/supervise.spawnLoop"))
 }
 
 // helperMain is a supervisor process for TestParentDeath: it runs a command
