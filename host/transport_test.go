@@ -53,6 +53,11 @@ func TestElectionSurvivesBrokerRestart(t *testing.T) {
 	})
 
 	t.Run("pilot", func(t *testing.T) {
+		// Every publish starts a pilotctl process, which on a loaded 2-core
+		// machine takes longer than a 400 ms election timeout: slower timings,
+		// or no election is ever won (seen at load 25).
+		pilotCfg := cfg
+		pilotCfg.HeartbeatMs, pilotCfg.ElectionTimeoutMs = 150, 1500
 		bin := pilotstandin.Build(t)
 		d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"broker"}})
 		tas := startAgentsOn(t, func(id string) transport.Transport {
@@ -63,7 +68,7 @@ func TestElectionSurvivesBrokerRestart(t *testing.T) {
 			}
 			t.Cleanup(func() { tr.Close() })
 			return tr
-		}, ids, cfg)
+		}, ids, pilotCfg)
 		restartAndAgree(t, tas, func() {
 			d.StopBroker("broker")
 			time.Sleep(300 * time.Millisecond)
