@@ -89,7 +89,8 @@ func needBinary(t *testing.T) {
 // leaderCmdMain is the leader-only command of the e2e tests. It claims
 // $ELECTHOST_TEST_DIR/lock with O_CREATE|O_EXCL: if the file exists, another
 // agent's command is running (or did not clean up): it records an overlap.
-// It removes the lock on SIGTERM. Every start and stop is appended to
+// It removes the lock on SIGTERM ($ELECTHOST_TEST_STOP_DELAY later, if
+// set). Every start and stop is appended to
 // $ELECTHOST_TEST_DIR/log as "start|stop <term> <leader> <unix ns>".
 func leaderCmdMain() int {
 	dir := os.Getenv("ELECTHOST_TEST_DIR")
@@ -120,6 +121,11 @@ func leaderCmdMain() int {
 		logLine("no-ELECT_GROUP")
 	}
 	<-sigs
+	// A command that uses its stop grace ($ELECTHOST_TEST_STOP_DELAY):
+	// still acting, lock held, until it has finished.
+	if d, err := time.ParseDuration(os.Getenv("ELECTHOST_TEST_STOP_DELAY")); err == nil {
+		time.Sleep(d)
+	}
 	os.Remove(lock)
 	logLine("stop")
 	return 0
