@@ -288,6 +288,14 @@ func appendCanonical(b []byte, group string, m *wireMsg) []byte {
 	for _, k := range m.Keys {
 		b = appendLP(b, k)
 	}
+	// A leader's value, only when present: every field before it has a
+	// fixed size or a length prefix, so no message without one encodes as
+	// a prefix of one with one, and the signatures of messages without a
+	// value are what agents without values make and check.
+	if m.ValueVer != 0 || m.Value != "" {
+		b = binary.BigEndian.AppendUint64(b, m.ValueVer)
+		b = appendLP(b, m.Value)
+	}
 	return b
 }
 

@@ -370,7 +370,7 @@ func TestCanonicalCoversWireFields(t *testing.T) {
 		"Priority": true, "Term": true, "Seq": true, "Inc": true, "LeaderInc": true, "Hold": true, "Pre": true, "Granted": true, "Handoff": true,
 		"Epoch": true, "Ctr": true,
 		"ConfTerm": true, "ConfIndex": true, "Committed": true, "Remove": true, "Pin": true, "Members": true, "Keys": true,
-		"Op": true, "Member": true, "Key": true,
+		"Op": true, "Member": true, "Key": true, "ValueVer": true, "Value": true,
 	}
 	notCovered := map[string]string{
 		"ElectedAt": "informational, never read", "Timestamp": "informational, never read",
@@ -420,6 +420,9 @@ func TestCanonicalCoversWireFields(t *testing.T) {
 		"op":         {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Op: "add"},
 		"member":     {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Member: "add"},
 		"key":        {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, Key: "add"},
+		"value_ver":  {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, ValueVer: 1},
+		"value":      {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, ValueVer: 1, Value: "x"},
+		"value2":     {Type: "vote", From: "b", Candidate: "a", Term: 2, Epoch: 1, Ctr: 1, ValueVer: 2, Value: "x"},
 	} {
 		e := enc(m)
 		if prev, dup := seen[e]; dup {

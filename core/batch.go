@@ -105,6 +105,12 @@ const (
 	// it sends it again with the join, in the same Input.
 	CmdDrain
 	CmdUndrain
+	// CmdProclaim (etcd's Proclaim) makes Command.Value this leader's
+	// value (Config.Value) without an election: the leader announces it at
+	// once, with a newer version, and its followers take it (EventValue).
+	// Refused unless this agent leads. The core keeps it in memory: a host
+	// that rejoins (a restart, a trap) gives it as Config.Value.
+	CmdProclaim
 )
 
 func (k CommandKind) String() string {
@@ -125,6 +131,8 @@ func (k CommandKind) String() string {
 		return "drain"
 	case CmdUndrain:
 		return "undrain"
+	case CmdProclaim:
+		return "proclaim"
 	}
 	return "unknown"
 }
@@ -136,6 +144,8 @@ type Command struct {
 	Target string      `msg:"to"`
 	// Key is the ed25519 public key of the member CmdAddMember adds.
 	Key []byte `msg:"key,omitempty"`
+	// Value is CmdProclaim's new value (see Config.Value).
+	Value string `msg:"value,omitempty"`
 	// Request, if not 0, is echoed in the EventRejected that refuses this
 	// command (see GroupSpec.Request).
 	Request uint64 `msg:"req,omitempty"`
@@ -203,6 +213,15 @@ const (
 	// whenever it would campaign (once per election timeout). Only a reset
 	// of its persisted state brings it back (Reason says so).
 	EventTermSpent
+	// EventValue: the value of the group's leader, as this member sees it,
+	// changed: Leader announced Value in Term (Config.Value, CmdProclaim).
+	// A member reports only its own leader's value of that leader's term,
+	// and a newer one than it last reported: a follower learns it from the
+	// leader's first heartbeat it hears, a leader reports its own when it
+	// starts leading and at each proclaim. A leader that announces none
+	// brings none; a new leader or term forgets the old value (Status.Value
+	// is "" until the new leader's arrives).
+	EventValue
 )
 
 func (k EventKind) String() string {
@@ -227,6 +246,8 @@ func (k EventKind) String() string {
 		return "config"
 	case EventTermSpent:
 		return "term-spent"
+	case EventValue:
+		return "value"
 	}
 	return "unknown"
 }
@@ -251,6 +272,8 @@ type Event struct {
 	// Members and ConfIndex: an EventConfig's configuration.
 	Members   []string `msg:"members,omitempty"`
 	ConfIndex uint64   `msg:"conf_index,omitempty"`
+	// Value is an EventValue's leader value.
+	Value string `msg:"value,omitempty"`
 }
 
 // Role is a member's part in its group.
@@ -309,6 +332,11 @@ type Status struct {
 	Unsigned uint64   `msg:"unsigned"` // no signature while auth is on
 	Forged   uint64   `msg:"forged"`   // bad signature, unknown key, malformed envelope
 	Replayed uint64   `msg:"replayed"` // an epoch that is over, or a counter already seen
+	// Value is the leader's value (Config.Value, CmdProclaim) as this
+	// member last heard it from Leader in Term, and ValueVersion its
+	// version in that term; "" and 0 while none is known.
+	Value        string `msg:"value"`
+	ValueVersion uint64 `msg:"value_ver"`
 }
 
 // MemberStatus is what a group knows of one member.

@@ -10,16 +10,20 @@ import (
 func (z *Command) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(5)
-	var zb0001Mask uint8 /* 5 bits */
+	zb0001Len := uint32(6)
+	var zb0001Mask uint8 /* 6 bits */
 	_ = zb0001Mask
 	if z.Key == nil {
 		zb0001Len--
 		zb0001Mask |= 0x8
 	}
-	if z.Request == 0 {
+	if z.Value == "" {
 		zb0001Len--
 		zb0001Mask |= 0x10
+	}
+	if z.Request == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x20
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -41,6 +45,11 @@ func (z *Command) MarshalMsg(b []byte) (o []byte, err error) {
 			o = msgp.AppendBytes(o, z.Key)
 		}
 		if (zb0001Mask & 0x10) == 0 { // if not omitted
+			// string "value"
+			o = append(o, 0xa5, 0x76, 0x61, 0x6c, 0x75, 0x65)
+			o = msgp.AppendString(o, z.Value)
+		}
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
 			// string "req"
 			o = append(o, 0xa3, 0x72, 0x65, 0x71)
 			o = msgp.AppendUint64(o, z.Request)
@@ -59,7 +68,7 @@ func (z *Command) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
-	var zb0001Mask uint8 /* 2 bits */
+	var zb0001Mask uint8 /* 3 bits */
 	_ = zb0001Mask
 	for zb0001 > 0 {
 		zb0001--
@@ -98,13 +107,20 @@ func (z *Command) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				return
 			}
 			zb0001Mask |= 0x1
+		case "value":
+			z.Value, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Value")
+				return
+			}
+			zb0001Mask |= 0x2
 		case "req":
 			z.Request, bts, err = msgp.ReadUint64Bytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Request")
 				return
 			}
-			zb0001Mask |= 0x2
+			zb0001Mask |= 0x4
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -114,11 +130,14 @@ func (z *Command) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 	}
 	// Clear omitted fields.
-	if zb0001Mask != 0x3 {
+	if zb0001Mask != 0x7 {
 		if (zb0001Mask & 0x1) == 0 {
 			z.Key = nil
 		}
 		if (zb0001Mask & 0x2) == 0 {
+			z.Value = ""
+		}
+		if (zb0001Mask & 0x4) == 0 {
 			z.Request = 0
 		}
 	}
@@ -128,7 +147,7 @@ func (z *Command) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *Command) Msgsize() (s int) {
-	s = 1 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Group) + 3 + msgp.StringPrefixSize + len(z.Target) + 4 + msgp.BytesPrefixSize + len(z.Key) + 4 + msgp.Uint64Size
+	s = 1 + 2 + msgp.Uint8Size + 2 + msgp.StringPrefixSize + len(z.Group) + 3 + msgp.StringPrefixSize + len(z.Target) + 4 + msgp.BytesPrefixSize + len(z.Key) + 6 + msgp.StringPrefixSize + len(z.Value) + 4 + msgp.Uint64Size
 	return
 }
 
@@ -211,8 +230,8 @@ func (z Commands) Msgsize() (s int) {
 func (z *Event) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(10)
-	var zb0001Mask uint16 /* 10 bits */
+	zb0001Len := uint32(11)
+	var zb0001Mask uint16 /* 11 bits */
 	_ = zb0001Mask
 	if z.Request == 0 {
 		zb0001Len--
@@ -229,6 +248,10 @@ func (z *Event) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.ConfIndex == 0 {
 		zb0001Len--
 		zb0001Mask |= 0x200
+	}
+	if z.Value == "" {
+		zb0001Len--
+		zb0001Mask |= 0x400
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -276,6 +299,11 @@ func (z *Event) MarshalMsg(b []byte) (o []byte, err error) {
 			o = append(o, 0xaa, 0x63, 0x6f, 0x6e, 0x66, 0x5f, 0x69, 0x6e, 0x64, 0x65, 0x78)
 			o = msgp.AppendUint64(o, z.ConfIndex)
 		}
+		if (zb0001Mask & 0x400) == 0 { // if not omitted
+			// string "value"
+			o = append(o, 0xa5, 0x76, 0x61, 0x6c, 0x75, 0x65)
+			o = msgp.AppendString(o, z.Value)
+		}
 	}
 	return
 }
@@ -290,7 +318,7 @@ func (z *Event) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
-	var zb0001Mask uint8 /* 4 bits */
+	var zb0001Mask uint8 /* 5 bits */
 	_ = zb0001Mask
 	for zb0001 > 0 {
 		zb0001--
@@ -381,6 +409,13 @@ func (z *Event) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				return
 			}
 			zb0001Mask |= 0x8
+		case "value":
+			z.Value, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Value")
+				return
+			}
+			zb0001Mask |= 0x10
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -390,7 +425,7 @@ func (z *Event) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 	}
 	// Clear omitted fields.
-	if zb0001Mask != 0xf {
+	if zb0001Mask != 0x1f {
 		if (zb0001Mask & 0x1) == 0 {
 			z.Request = 0
 		}
@@ -403,6 +438,9 @@ func (z *Event) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		if (zb0001Mask & 0x8) == 0 {
 			z.ConfIndex = 0
 		}
+		if (zb0001Mask & 0x10) == 0 {
+			z.Value = ""
+		}
 	}
 	o = bts
 	return
@@ -414,7 +452,7 @@ func (z *Event) Msgsize() (s int) {
 	for za0001 := range z.Members {
 		s += msgp.StringPrefixSize + len(z.Members[za0001])
 	}
-	s += 11 + msgp.Uint64Size
+	s += 11 + msgp.Uint64Size + 6 + msgp.StringPrefixSize + len(z.Value)
 	return
 }
 
@@ -1638,9 +1676,9 @@ func (z States) Msgsize() (s int) {
 // MarshalMsg implements msgp.Marshaler
 func (z *Status) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 23
+	// map header, size 25
 	// string "group"
-	o = append(o, 0xde, 0x0, 0x17, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
+	o = append(o, 0xde, 0x0, 0x19, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
 	o = msgp.AppendString(o, z.Group)
 	// string "id"
 	o = append(o, 0xa2, 0x69, 0x64)
@@ -1728,6 +1766,12 @@ func (z *Status) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "replayed"
 	o = append(o, 0xa8, 0x72, 0x65, 0x70, 0x6c, 0x61, 0x79, 0x65, 0x64)
 	o = msgp.AppendUint64(o, z.Replayed)
+	// string "value"
+	o = append(o, 0xa5, 0x76, 0x61, 0x6c, 0x75, 0x65)
+	o = msgp.AppendString(o, z.Value)
+	// string "value_ver"
+	o = append(o, 0xa9, 0x76, 0x61, 0x6c, 0x75, 0x65, 0x5f, 0x76, 0x65, 0x72)
+	o = msgp.AppendUint64(o, z.ValueVersion)
 	return
 }
 
@@ -1939,6 +1983,18 @@ func (z *Status) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Replayed")
 				return
 			}
+		case "value":
+			z.Value, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Value")
+				return
+			}
+		case "value_ver":
+			z.ValueVersion, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "ValueVersion")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -1957,6 +2013,6 @@ func (z *Status) Msgsize() (s int) {
 	for za0001 := range z.Members {
 		s += 1 + 3 + msgp.StringPrefixSize + len(z.Members[za0001].ID) + 9 + msgp.Uint32Size + 11 + msgp.Int64Size
 	}
-	s += 10 + msgp.Uint64Size + 11 + msgp.Uint64Size + 15 + msgp.BoolSize + 6 + msgp.BoolSize + 10 + msgp.Uint64Size + 9 + msgp.Uint64Size + 9 + msgp.Uint64Size + 11 + msgp.Uint64Size + 5 + z.Auth.Msgsize() + 6 + msgp.Uint64Size + 9 + msgp.Uint64Size + 7 + msgp.Uint64Size + 9 + msgp.Uint64Size
+	s += 10 + msgp.Uint64Size + 11 + msgp.Uint64Size + 15 + msgp.BoolSize + 6 + msgp.BoolSize + 10 + msgp.Uint64Size + 9 + msgp.Uint64Size + 9 + msgp.Uint64Size + 11 + msgp.Uint64Size + 5 + z.Auth.Msgsize() + 6 + msgp.Uint64Size + 9 + msgp.Uint64Size + 7 + msgp.Uint64Size + 9 + msgp.Uint64Size + 6 + msgp.StringPrefixSize + len(z.Value) + 10 + msgp.Uint64Size
 	return
 }

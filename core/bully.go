@@ -49,6 +49,7 @@ func (g *group) becomeLeaderBully(e *Engine, term uint64) {
 	g.role = RoleLeader
 	e.event(Event{Kind: EventBecameLeader, Group: g.cfg.Group, Term: term, Leader: g.cfg.ID})
 	g.setLeader(e, g.cfg.ID, term)
+	g.announceValue(e)
 	g.heartbeat(e, typeLeader)
 }
 
@@ -125,6 +126,7 @@ func (g *group) onClaim(e *Engine, m *wireMsg, l *member) {
 	}
 	g.role = RoleFollower
 	g.setLeader(e, l.id, m.Term)
+	g.learnValue(e, m)
 	g.leaderPrio = l.priority
 	g.lastLeaderContact, g.leaderHeard = now, now
 	g.resetElectionTimer(now)

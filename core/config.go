@@ -5,6 +5,7 @@ package core
 import (
 	"slices"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Mode selects the election algorithm of a group.
@@ -77,6 +78,13 @@ const (
 	// termsPerMs is the rate at which that allowance grows.
 	termsPerMs = 1000
 )
+
+// MaxValueLen bounds a leader value (Config.Value, CmdProclaim) in bytes.
+// Every heartbeat carries it, escaped (a quote or backslash takes two
+// bytes), next to names of MaxIDLen and a signature: at 1 KiB the longest
+// heartbeat stays inside MaxPayload (TestValueBoundFitsPayload). Larger
+// values belong in a store the value points to.
+const MaxValueLen = 1024
 
 // Config configures one election group. The zero value of every field but ID,
 // Group and (in quorum mode) Members selects the documented default. A Config
@@ -160,6 +168,13 @@ type Config struct {
 	// Only senders listed here are heard; every listed Member needs a key.
 	// This agent's own entry is derived from Key when missing.
 	MemberKeys map[string][]byte `msg:"member_keys"`
+	// Value is what this agent announces with its leadership (etcd's
+	// Campaign value, a Consul lock's value): say, the address where it
+	// serves as leader. Every heartbeat of its terms carries it, so every
+	// follower learns it (Status.Value, EventValue); CmdProclaim changes it
+	// while leading. At most MaxValueLen bytes of UTF-8 without control
+	// characters (CheckValue); "" announces none.
+	Value string `msg:"value"`
 }
 
 // MaxLeaseMs is the longest safe lease for an election timeout and a drift
@@ -274,7 +289,53 @@ func (c Config) normalize() (Config, error) {
 	if err := c.normalizeAuth(); err != nil {
 		return c, err
 	}
+	if err := CheckValue(c.Value); err != nil {
+		ve := err.(*ValueError)
+		if ve.Offset < 0 {
+			return c, configErr("value", "value-length", itoa(int64(ve.Bytes)), 0, MaxValueLen, err.Error())
+		}
+		return c, configErr("value", "value-byte", truncate(c.Value), int64(ve.Offset), int64(ve.Offset), err.Error())
+	}
 	return c, nil
+}
+
+//msgp:ignore ValueError
+
+// ValueError is why a leader value (Config.Value, CmdProclaim, a
+// heartbeat's value) is refused: Bytes long (the bound is MaxValueLen), or a
+// byte at Offset that is a control character or not UTF-8.
+type ValueError struct {
+	Bytes  int
+	Offset int    // of the bad byte; -1 when the length is the problem
+	Reason string // "too long", "control character", "invalid UTF-8"
+}
+
+func (e *ValueError) Error() string {
+	if e.Offset < 0 {
+		return "value: " + strconv.Itoa(e.Bytes) + " bytes, at most " + strconv.Itoa(MaxValueLen)
+	}
+	return "value: byte " + strconv.Itoa(e.Offset) + ": " + e.Reason + " (UTF-8 text without control characters, at most " + strconv.Itoa(MaxValueLen) + " bytes)"
+}
+
+// CheckValue accepts a leader value: at most MaxValueLen bytes of UTF-8
+// without control characters (they have no place in an address or a name,
+// and a NUL cannot pass in an environment variable), so that every host,
+// shell and log shows it as it is. It returns a *ValueError.
+func CheckValue(v string) error {
+	if len(v) > MaxValueLen {
+		return &ValueError{Bytes: len(v), Offset: -1, Reason: "too long"}
+	}
+	for i, r := range v {
+		switch {
+		case r == utf8.RuneError:
+			if _, n := utf8.DecodeRuneInString(v[i:]); n == 1 { // (a real U+FFFD is 3 bytes)
+				return &ValueError{Bytes: len(v), Offset: i, Reason: "invalid UTF-8"}
+			}
+		case r < 0x20 || r == 0x7f || 0x80 <= r && r < 0xa0:
+			return &ValueError{Bytes: len(v), Offset: i, Reason: "control character"}
+		}
+	}
+	return nil
 }
 
 // checkName accepts 1–MaxIDLen bytes of a conservative alphabet, so that ids

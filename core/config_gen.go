@@ -37,9 +37,9 @@ func (z AuthMode) Msgsize() (s int) {
 // MarshalMsg implements msgp.Marshaler
 func (z *Config) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 17
+	// map header, size 18
 	// string "id"
-	o = append(o, 0xde, 0x0, 0x11, 0xa2, 0x69, 0x64)
+	o = append(o, 0xde, 0x0, 0x12, 0xa2, 0x69, 0x64)
 	o = msgp.AppendString(o, z.ID)
 	// string "group"
 	o = append(o, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
@@ -96,6 +96,9 @@ func (z *Config) MarshalMsg(b []byte) (o []byte, err error) {
 		o = msgp.AppendString(o, za0002)
 		o = msgp.AppendBytes(o, za0003)
 	}
+	// string "value"
+	o = append(o, 0xa5, 0x76, 0x61, 0x6c, 0x75, 0x65)
+	o = msgp.AppendString(o, z.Value)
 	return
 }
 
@@ -262,6 +265,12 @@ func (z *Config) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				}
 				z.MemberKeys[za0002] = za0003
 			}
+		case "value":
+			z.Value, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Value")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -287,6 +296,7 @@ func (z *Config) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0002) + msgp.BytesPrefixSize + len(za0003)
 		}
 	}
+	s += 6 + msgp.StringPrefixSize + len(z.Value)
 	return
 }
 

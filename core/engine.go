@@ -234,6 +234,8 @@ func (e *Engine) command(c *Command) {
 		reason = g.changeMembers(e, opAdd, c.Target, c.Key)
 	case CmdRemoveMember:
 		reason = g.changeMembers(e, opRemove, c.Target, nil)
+	case CmdProclaim:
+		reason = g.proclaim(e, c.Value)
 	case CmdLeave:
 		e.leave(g)
 		return

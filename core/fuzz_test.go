@@ -17,6 +17,8 @@ var seedPayloads = []string{
 	`{"type":"heartbeat","group":"g","from":"b","leader":"b","priority":7,"term":9,"seq":4}`,
 	`{"type":"ack","group":"g","from":"b","leader":"a","term":2,"seq":1}`,
 	`{"type":"resign","group":"g","from":"b","leader":"b","term":2,"to":"c"}`,
+	`{"type":"leader","group":"g","from":"b","leader":"b","priority":7,"term":9,"seq":1,"value_ver":1,"value":"10.0.0.2:8080"}`,
+	`{"type":"heartbeat","group":"g","from":"b","leader":"b","priority":7,"term":9,"seq":5,"value_ver":3,"value":"say \"hi\" \\ \u00e9"}`,
 	`{"type":"heartbeat"`, `[]`, `null`, `{"type":7}`, "",
 }
 

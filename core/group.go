@@ -97,6 +97,13 @@ type group struct {
 	// lastAcked: the heartbeat this follower last acked and the version it
 	// announced, so that the configuration arriving after it is acked too.
 	lastAcked ackedHeartbeat
+
+	// Leader value (value.go): this agent's own (Config.Value, then
+	// CmdProclaim) and, while it leads, the version it announces in its
+	// term; seen is the value this member last took, of whichever leader.
+	value    string
+	valueVer uint64
+	seen     valueState
 }
 
 type ackedHeartbeat struct {
@@ -136,7 +143,7 @@ type member struct {
 }
 
 func newGroup(cfg Config, st GroupState, now int64) *group {
-	g := &group{cfg: cfg, topic: Topic(cfg.Group), term: st.Term, vote: st.Vote, prio: cfg.Priority}
+	g := &group{cfg: cfg, topic: Topic(cfg.Group), term: st.Term, vote: st.Vote, prio: cfg.Priority, value: cfg.Value}
 	g.rng.Seed(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)
 	// A new epoch, persisted before anything is sent (dirty): it makes this
 	// run's incarnation differ from every earlier one's.
@@ -390,6 +397,7 @@ func (g *group) status() Status {
 	if g.role == RoleLeader {
 		s.LeaseUntil = g.lease
 	}
+	s.Value, s.ValueVersion = g.currentValue()
 	s.Members = make([]MemberStatus, len(g.members))
 	for i, m := range g.members {
 		s.Members[i] = MemberStatus{ID: m.id, Priority: m.priority, LastHeard: m.lastHeard}

@@ -39,6 +39,8 @@ type testNet struct {
 	// it); awaiting marks such nodes.
 	members  []string
 	awaiting map[string]bool
+	// values[id], if set, is id's Config.Value.
+	values map[string]string
 }
 
 type queued struct {
@@ -65,6 +67,7 @@ func (n *testNet) config(id string) Config {
 		}
 		c.AwaitConfig = n.awaiting[id]
 	}
+	c.Value = n.values[id]
 	if n.cfgHook != nil {
 		n.cfgHook(&c)
 	}
@@ -104,6 +107,9 @@ func (n *testNet) step(id string, in *Input) {
 		}
 		if ev.Kind == EventConfig {
 			fmt.Fprintf(&n.out, " conf=%d members=(%s)", ev.ConfIndex, strings.Join(ev.Members, ","))
+		}
+		if ev.Kind == EventValue {
+			fmt.Fprintf(&n.out, " value=%q", ev.Value)
 		}
 		if ev.Reason != "" {
 			fmt.Fprintf(&n.out, " (%s)", ev.Reason)

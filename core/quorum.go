@@ -147,6 +147,7 @@ func (g *group) becomeLeader(e *Engine) {
 	g.restamp()
 	e.event(Event{Kind: EventBecameLeader, Group: g.cfg.Group, Term: g.term, Leader: g.cfg.ID, LeaseUntil: g.lease})
 	g.setLeader(e, g.cfg.ID, g.term)
+	g.announceValue(e)
 	g.heartbeat(e, typeLeader)
 	g.checkCommit(e) // a group of one
 	if g.leaseNotBefore > e.now {
@@ -172,6 +173,7 @@ func (g *group) heartbeat(e *Engine, typ string) {
 	e.enc.num("priority", uint64(g.prio))
 	e.enc.num("term", g.leaderTerm)
 	e.enc.num("seq", g.seq)
+	g.encodeValue(e)
 	e.enc.wall(typ, e.wall)
 	if g.cfg.Mode == ModeQuorum {
 		g.encodeConfVersion(e)
@@ -524,6 +526,7 @@ func (g *group) onHeartbeat(e *Engine, m *wireMsg) string {
 	g.role = RoleFollower
 	g.lastLeaderContact = now
 	g.setLeader(e, m.Leader, m.Term)
+	g.learnValue(e, m)
 	g.resetElectionTimer(now)
 	g.followerCommitted(e, m)
 	if g.voter || m.confVer() != g.conf.ver {

@@ -210,7 +210,9 @@ type schedule struct {
 	// leaders[term] is who became leader of term; voted[node][term] whom a
 	// node granted its vote in term.
 	leaders map[uint64]string
-	voted   []map[uint64]string
+	// announced[term] is the node that published a value in term.
+	announced map[uint64]string
+	voted     []map[uint64]string
 	// Configurations, judged as core/sim judges them: confs is every
 	// version seen (persisted or published) with its member set; a version
 	// is committed once a majority of its members persisted it while in its
@@ -248,7 +250,7 @@ func newSchedule(rt *rapid.T) *schedule {
 	hb := rapid.SampledFrom([]int64{10, 20, 50}).Draw(rt, "heartbeat")
 	et := hb * rapid.Int64Range(3, 6).Draw(rt, "et/hb")
 	rho := rapid.SampledFrom([]int64{0, 1_000, 10_000, 100_000}).Draw(rt, "drift")
-	h := &schedule{t: rt, leaders: map[uint64]string{}, committed: map[uint64][]string{},
+	h := &schedule{t: rt, leaders: map[uint64]string{}, announced: map[uint64]string{}, committed: map[uint64][]string{},
 		confs: map[confVersion]*schedConf{}, starts: map[uint64]leaderFrom{}}
 	ids := make([]string, n)
 	for i := range ids {
@@ -292,6 +294,7 @@ func (h *schedule) start(i int) {
 	n.start, n.origin = h.real, rapid.Int64Range(0, 1_000_000).Draw(h.t, "clock origin")
 	cfg := h.cfg
 	cfg.ID = n.id
+	cfg.Value = "v-" + n.id // checkValue: whose value a member reports
 	cfg.AwaitConfig = !slices.Contains(cfg.Members, n.id)
 	h.step(i, &Input{Join: []GroupSpec{{Config: cfg, State: n.store, Incarnation: uint64(h.real) + 1}}}, -1)
 	if _, ok := n.eng.Status("g"); !ok {
@@ -331,6 +334,12 @@ func (h *schedule) step(i int, in *Input, crashAfter int) {
 			h.vote(i, w.Term, w.Candidate, "sent")
 		}
 		h.publishedConf(n, &w)
+		if w.ValueVer > 0 {
+			if prev, ok := h.announced[w.Term]; ok && prev != n.id {
+				h.t.Fatalf("real %dµs: %s and %s both announced a value in term %d", h.real, prev, n.id, w.Term)
+			}
+			h.announced[w.Term] = n.id
+		}
 		for to := range h.nodes {
 			if to != i {
 				h.queue = append(h.queue, schedMsg{to, m})
@@ -360,7 +369,25 @@ func (h *schedule) step(i int, in *Input, crashAfter int) {
 			h.lease(i, ev.LeaseUntil)
 		case EventSteppedDown:
 			n.leaseEnd = 0
+		case EventValue:
+			h.checkValue(n, ev.Leader, ev.Term, ev.Value, false)
 		}
+	}
+	if s, ok := n.eng.Status("g"); ok && s.ValueVersion > 0 {
+		h.checkValue(n, s.Leader, s.Term, s.Value, true)
+	}
+}
+
+// checkValue fails the schedule if n reports (an event, or its status after
+// a step: follows) as its leader's value one that is not the value of that
+// leader, in that leader's own term: every node announces "v-<id>", and
+// h.announced names the one node that announced a value in each term.
+func (h *schedule) checkValue(n *schedNode, leader string, term uint64, value string, follows bool) {
+	s, _ := n.eng.Status("g")
+	if value != "v-"+leader || leader != n.id && h.announced[term] != leader ||
+		follows && (s.Leader != leader || s.Term != term) {
+		h.t.Fatalf("real %dµs: %s reports value %q of %s in term %d; it follows %q in term %d, and term %d's value came from %q",
+			h.real, n.id, value, leader, term, s.Leader, s.Term, term, h.announced[term])
 	}
 }
 

@@ -17,17 +17,18 @@ import (
 //
 // Commands (arguments key=value; lists as key=(a,b)):
 //
-//	cluster mode=quorum|bully ids=(a,b,c) [prio=(a:10,b:20)] [hb=MS et=MS lease=MS]
+//	cluster mode=quorum|bully ids=(a,b,c) [prio=(a:10,b:20)] [values=(a:V,b:W)] [hb=MS et=MS lease=MS]
 //	elapse ms=N            advance time in 10 ms steps, delivering at once; prints events only
 //	tick ms=N              advance time in 1 ms steps, running timers; nothing is delivered
 //	campaign|resign id=X   apply the command at node X; prints what it published
 //	transfer id=X to=Y
 //	drain|undrain id=X
+//	proclaim id=X value=V  set X's leader value (CmdProclaim)
 //	deliver [rounds=N]     deliver what is queued, round by round (default: until quiet)
-//	deliver [from=X] [to=Y] [type=T] [pre=true|false] [batch]
+//	deliver [from=X] [to=Y] [type=T] [pre=true|false] [value=V] [batch]
 //	                       deliver only the queued messages that match, once, in
 //	                       queue order (batch: each receiver gets them in one Step)
-//	drop [from=X] [to=Y] [type=T] [pre=true|false]
+//	drop [from=X] [to=Y] [type=T] [pre=true|false] [value=V]
 //	                       lose the queued messages that match (default: all)
 //	crash id=X / restart id=X (restart rejoins with X's persisted state)
 //	join id=X              start a new node X on the bus, awaiting its configuration
@@ -36,9 +37,9 @@ import (
 //	partition              each input line is one side, ids separated by spaces
 //	heal
 //	inject to=X            deliver the input (one raw payload per line) to X
-//	status [id=X] [conf] [prio]  role, term, vote, leader of X (default: every
-//	                       node); conf: and its configuration; prio: and the
-//	                       priorities it knows
+//	status [id=X] [conf] [prio] [value]  role, term, vote, leader of X (default:
+//	                       every node); conf: and its configuration; prio: and
+//	                       the priorities it knows; value: and its leader's value
 //
 // transcriptDir can be pointed elsewhere (-transcripts DIR) to explore a
 // scenario without touching the golden files.
@@ -93,6 +94,16 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 			}
 			n = restartAll(n)
 		}
+		if d.HasArg("values") {
+			var vs []string
+			d.ScanArgs(t, "values", &vs)
+			n.values = map[string]string{}
+			for _, v := range vs {
+				id, val, _ := strings.Cut(v, ":")
+				n.values[id] = val
+			}
+			n = restartAll(n)
+		}
 		if d.HasArg("auth") {
 			n = withTranscriptAuth(n, AuthMode(arg("auth")))
 		}
@@ -113,9 +124,11 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 		n.ids = append(n.ids, id)
 		n.awaiting[id] = true
 		n.start(id)
-	case "campaign", "resign", "transfer", "add", "remove", "drain", "undrain":
+	case "campaign", "resign", "transfer", "add", "remove", "drain", "undrain", "proclaim":
 		c := Command{Group: "g"}
 		switch d.Cmd {
+		case "proclaim":
+			c.Kind, c.Value = CmdProclaim, arg("value")
 		case "add":
 			c.Kind, c.Target = CmdAddMember, arg("member")
 		case "remove":
@@ -192,6 +205,9 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 				}
 				fmt.Fprintf(&n.out, " conf=%d.%d committed=%t voter=%t members=(%s)", s.ConfTerm, s.ConfIndex, s.ConfCommitted, s.Voter, strings.Join(ids, ","))
 			}
+			if d.HasArg("value") {
+				fmt.Fprintf(&n.out, " value=%q ver=%d", s.Value, s.ValueVersion)
+			}
 			if d.HasArg("prio") {
 				ps := make([]string, len(s.Members))
 				for i, m := range s.Members {
@@ -213,8 +229,9 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 // queueFilter reads the from, to, type and pre arguments into a predicate on
 // queued messages; filtered reports whether any was given.
 func queueFilter(t *testing.T, d *datadriven.TestData) (match func(queued) bool, filtered bool) {
-	var from, to, typ, pre string
-	for key, dst := range map[string]*string{"from": &from, "to": &to, "type": &typ, "pre": &pre} {
+	var from, to, typ, pre, value string
+	hasValue := d.HasArg("value")
+	for key, dst := range map[string]*string{"from": &from, "to": &to, "type": &typ, "pre": &pre, "value": &value} {
 		if d.HasArg(key) {
 			d.ScanArgs(t, key, dst)
 			filtered = true
@@ -223,10 +240,11 @@ func queueFilter(t *testing.T, d *datadriven.TestData) (match func(queued) bool,
 	return func(q queued) bool {
 		var m wireMsg
 		if decodeWire(q.msg.Payload, &m) != nil {
-			return typ == "" && pre == ""
+			return typ == "" && pre == "" && !hasValue
 		}
 		return (from == "" || q.from == from) && (to == "" || q.to == to) &&
-			(typ == "" || m.Type == typ) && (pre == "" || strconv.FormatBool(m.Pre) == pre)
+			(typ == "" || m.Type == typ) && (pre == "" || strconv.FormatBool(m.Pre) == pre) &&
+			(!hasValue || m.Value == value)
 	}, filtered
 }
 

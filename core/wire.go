@@ -55,6 +55,12 @@ type wireMsg struct {
 	Member    string    `json:"member,omitempty"`
 	Key       string    `json:"key,omitempty"`
 	Timestamp flexStamp `json:"timestamp,omitempty"`
+	// A leader's value (Config.Value) and its version in the leader's term,
+	// on leader and heartbeat messages: a follower takes a value only of
+	// the leader and term it follows, and only a newer version than it
+	// holds, so a late heartbeat never brings back a replaced value.
+	ValueVer uint64 `json:"value_ver,omitempty"`
+	Value    string `json:"value,omitempty"`
 	// The signed envelope (auth.go).
 	Epoch uint64 `json:"epoch,omitempty"`
 	Ctr   uint64 `json:"ctr,omitempty"`
@@ -184,6 +190,19 @@ func checkWire(m *wireMsg) error {
 			return errors.New("malformed: " + err.Error())
 		}
 	}
+	if m.ValueVer != 0 || m.Value != "" {
+		switch {
+		case m.Type != typeLeader && m.Type != typeHeartbeat:
+			return errors.New("malformed: a value on a " + m.Type + " message")
+		case m.ValueVer == 0:
+			return errors.New("malformed: a value without value_ver")
+		case m.ValueVer > MaxTerm:
+			return errors.New("malformed: value_ver " + uitoa(m.ValueVer) + " exceeds " + uitoa(MaxTerm))
+		}
+		if err := CheckValue(m.Value); err != nil {
+			return errors.New("malformed: " + err.Error())
+		}
+	}
 	return nil
 }
 
@@ -280,6 +299,22 @@ func (e *encoder) num(key string, v uint64) {
 	e.b = append(e.b, key...)
 	e.b = append(e.b, '"', ':')
 	e.b = appendUint(e.b, v)
+}
+
+// text writes a checked value (CheckValue: no control characters), which
+// may hold the two bytes JSON strings escape.
+func (e *encoder) text(key, v string) {
+	e.b = append(e.b, ',', '"')
+	e.b = append(e.b, key...)
+	e.b = append(e.b, '"', ':', '"')
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c == '"' || c == '\\' {
+			e.b = append(e.b, '\\', c)
+		} else {
+			e.b = append(e.b, c)
+		}
+	}
+	e.b = append(e.b, '"')
 }
 
 // strs writes a list of checked names.

@@ -160,6 +160,10 @@ func (d *jsonScanner) field(m *wireMsg, key []byte) bool {
 		return d.strField(&m.ElectedAt, false)
 	case "sig":
 		return d.strField(&m.Sig, false)
+	case "value":
+		return d.strField(&m.Value, false)
+	case "value_ver":
+		return d.uintField(&m.ValueVer, 1<<64-1)
 	case "op":
 		return d.strField(&m.Op, false)
 	case "member":

@@ -170,9 +170,10 @@ func hdDeliver(topicLen, payloadLen uint32) int64 {
 }
 
 // hd_command applies a command (kind: 1 campaign, 2 resign, 3 transfer,
-// 4 leave, 5 add-member, 6 remove-member): the input buffer holds the group
-// name (group_len bytes) followed by the target (target_len bytes: the
-// transfer target or the member to add or remove, else 0 bytes). For
+// 4 leave, 5 add-member, 6 remove-member, 7 drain, 8 undrain, 9 proclaim):
+// the input buffer holds the group name (group_len bytes) followed by the
+// target (target_len bytes: the transfer target, the member to add or
+// remove, or the value to proclaim, else 0 bytes). For
 // add-member in a group that uses ed25519 the target is "ID KEY": the
 // member, one space, and its public key in base64 (standard or URL
 // alphabet, padded or not); member ids never contain a space.
@@ -191,6 +192,9 @@ func hdCommand(kind, groupLen, targetLen uint32) int64 {
 				return fail(errDecode, "hd_command: the key of "+strconv.Quote(id)+" is not base64: "+err.Error())
 			}
 			c.Target = id
+		}
+		if c.Kind == core.CmdProclaim {
+			c.Value, c.Target = c.Target, ""
 		}
 		in.Commands = append(in.Commands, c)
 		return nil

@@ -37,6 +37,9 @@ func appendEvent(b []byte, ev *core.Event) []byte {
 		b = appendStrs(append(b, ','), "members", ev.Members)
 		b = appendUint(append(b, ','), "conf_index", ev.ConfIndex)
 	}
+	if ev.Kind == core.EventValue {
+		b = appendStr(append(b, ','), "value", ev.Value)
+	}
 	return append(b, '}')
 }
 
@@ -75,6 +78,10 @@ func appendStatus(b []byte, s *core.Status) []byte {
 	b = appendUint(append(b, ','), "unsigned", s.Unsigned)
 	b = appendUint(append(b, ','), "forged", s.Forged)
 	b = appendUint(append(b, ','), "replayed", s.Replayed)
+	if s.ValueVersion > 0 {
+		b = appendStr(append(b, ','), "value", s.Value)
+		b = appendUint(append(b, ','), "value_ver", s.ValueVersion)
+	}
 	return append(b, '}')
 }
 
