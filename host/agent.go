@@ -73,6 +73,14 @@ type Callbacks struct {
 	// id is the duplicated ID: this agent's own when another process uses
 	// it.
 	OnDuplicateID func(id, reason string)
+	// OnValue is called when the value of the group's leader, as this
+	// agent sees it, changes (etcd's Observe): leader announced value in
+	// term, with its leadership (core.Config.Value) or by a proclaim
+	// (Election.Proclaim). Called on the leader too, for its own value.
+	// Only the current leader's value of its current term is reported; a
+	// new leader without a value brings no call, and Election.Status's
+	// Value is "" until the new leader's value arrives.
+	OnValue func(leader string, term uint64, value string)
 	// OnConfig is called when a quorum group's configuration changes: this
 	// leader proposed it, this member learnt it, or it committed
 	// (c.Committed). An agent no longer in a committed configuration was
@@ -586,6 +594,11 @@ func (a *Agent) event(el *Election, ev core.Event, refused map[uint64]string) {
 		if el != nil {
 			el.config(ev)
 		}
+	case core.EventValue:
+		if el != nil && el.cb.OnValue != nil {
+			f, leader, term, value := el.cb.OnValue, ev.Leader, ev.Term, ev.Value
+			el.disp.do(func() { f(leader, term, value) })
+		}
 	case core.EventTermSpent:
 		a.logger.Error("term space spent: this member can hold no election", "group", ev.Group, "term", ev.Term, "reason", ev.Reason)
 	}
@@ -825,6 +838,23 @@ func (e *Election) Drain(ctx context.Context, on bool) error {
 
 // Drained reports whether the group is drained (Drain, JoinDrained).
 func (e *Election) Drained() bool { return e.drained.Load() }
+
+// Proclaim makes value this leader's value without an election (etcd's
+// Proclaim): its followers see it at once (Callbacks.OnValue,
+// Election.Status). It fails unless this agent leads, and for a value
+// core.CheckValue refuses (a *core.ValueError, changing nothing). The
+// value stays this agent's for its later leaderships while it runs.
+func (e *Election) Proclaim(ctx context.Context, value string) error {
+	if err := core.CheckValue(value); err != nil {
+		return fmt.Errorf("host: proclaim: %w", err)
+	}
+	select {
+	case <-e.left:
+		return fmt.Errorf("host: group %q: left", e.cfg.Group)
+	default:
+	}
+	return e.a.submit(ctx, &request{cmd: &core.Command{Kind: core.CmdProclaim, Group: e.cfg.Group, Value: value}})
+}
 
 // Campaign starts an election now instead of waiting for a timeout.
 func (e *Election) Campaign(ctx context.Context) error {

@@ -198,6 +198,9 @@ func (e *Engine) track(in *core.Input, persist []core.GroupState, events []core.
 		}
 	}
 	for _, c := range in.Commands {
+		if c.Kind == core.CmdProclaim && e.specs[c.Group] != nil && !rejected(events, c.Request) {
+			e.specs[c.Group].Config.Value = c.Value // a restored leader announces the latest
+		}
 		if (c.Kind == core.CmdDrain || c.Kind == core.CmdUndrain) && e.specs[c.Group] != nil && !rejected(events, c.Request) {
 			if e.drained == nil {
 				e.drained = map[string]bool{}

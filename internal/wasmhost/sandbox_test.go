@@ -275,3 +275,62 @@ func TestSandboxRestoreKeepsDrain(t *testing.T) {
 		t.Fatalf("campaign once undrained: %+v", evs)
 	}
 }
+
+// TestSandboxRestoreKeepsProclaimedValue: a proclaimed leader value lives
+// in the instance's memory; the instance that replaces a trapped one
+// announces the latest value, not the one the group joined with.
+func TestSandboxRestoreKeepsProclaimedValue(t *testing.T) {
+	ctx := context.Background()
+	path, err := testwasm.Module(testwasm.TrapTestTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRuntime(ctx, Config{WasmPath: path, CacheDir: testwasm.CacheDir(), Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	eng, err := r.NewEngine(ctx, EngineConfig{Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close(ctx)
+	var out core.Output
+	cfg := core.Config{ID: "a", Group: "g", Members: []string{"a"}, Value: "v1"}
+	if err := eng.Step(&core.Input{Now: 10, Join: []core.GroupSpec{{Config: cfg}}}, &out); err != nil {
+		t.Fatal(err)
+	}
+	// lead steps until "a" leads and returns its status.
+	lead := func(from int64) core.Status {
+		for now := from; now < from+10_000; now += 100 {
+			if err := eng.Step(&core.Input{Now: now}, &out); err != nil {
+				t.Fatal(err)
+			}
+			if st, ok, _ := eng.Status("g"); ok && st.Role == core.RoleLeader {
+				return st
+			}
+		}
+		t.Fatal("a never led")
+		return core.Status{}
+	}
+	if st := lead(20); st.Value != "v1" {
+		t.Fatalf("value %q, want v1", st.Value)
+	}
+	if err := eng.Step(&core.Input{Now: 10_100, Commands: []core.Command{{Kind: core.CmdProclaim, Group: "g", Value: "v2", Request: 3}}}, &out); err != nil {
+		t.Fatal(err)
+	}
+	eng.mu.Lock()
+	inst := eng.inst
+	_, err = inst.call("test_trap", inst.mod.ExportedFunction("ec_test_trap"), 1)
+	eng.mu.Unlock()
+	if !errors.Is(err, ErrTrap) {
+		t.Fatal(err)
+	}
+	var te *TrapError
+	if err := eng.Step(&core.Input{Now: 10_200}, &out); !errors.As(err, &te) || !te.Restored {
+		t.Fatalf("step after the trap: %v", err)
+	}
+	if st := lead(10_300); st.Value != "v2" {
+		t.Fatalf("value after the restore %q, want v2 (the proclaim was lost)", st.Value)
+	}
+}
