@@ -61,6 +61,9 @@ type controller struct {
 	saveDrain func(on bool) error // records a drain durably before it is applied
 	gate      *gate               // the operator's drain and the health check
 	token     string              // "" when no token file could be written: POST over --http refused
+	// proclaimed, if set, hears every value proclaimed (the command's next
+	// ELECT_VALUE).
+	proclaimed func(value string)
 }
 
 // resign asks the core to resign (or transfer to req.To) and waits up to

@@ -13,16 +13,21 @@ import (
 
 // statusJSON is the body of GET /status.
 type statusJSON struct {
-	Group            string       `json:"group"`
-	ID               string       `json:"id"`
-	Mode             string       `json:"mode"`
-	Role             string       `json:"role"`
-	Leader           string       `json:"leader"`
-	Term             uint64       `json:"term"`
-	Vote             string       `json:"vote,omitempty"`
-	Priority         uint32       `json:"priority"`
-	LeaseRemainingMs int64        `json:"lease_remaining_ms"` // > 0 while this leader holds a lease
-	Members          []memberJSON `json:"members"`
+	Group            string `json:"group"`
+	ID               string `json:"id"`
+	Mode             string `json:"mode"`
+	Role             string `json:"role"`
+	Leader           string `json:"leader"`
+	Term             uint64 `json:"term"`
+	Vote             string `json:"vote,omitempty"`
+	Priority         uint32 `json:"priority"`
+	LeaseRemainingMs int64  `json:"lease_remaining_ms"` // > 0 while this leader holds a lease
+	// Value is the leader's value (its run --value, or its last proclaim),
+	// as this agent last heard it from the leader of term; "" while none is
+	// known. ValueVersion orders the values of that term.
+	Value        string       `json:"value"`
+	ValueVersion uint64       `json:"value_version,omitempty"`
+	Members      []memberJSON `json:"members"`
 	// The configuration (quorum mode): its version, whether it is known to
 	// be committed, and whether this agent is in it (a voter).
 	ConfTerm      uint64         `json:"conf_term"`
@@ -87,6 +92,7 @@ func toStatusJSON(cs core.Status, now int64, lead *leadership) statusJSON {
 		Elections: cs.Elections, Received: cs.Received, Rejected: cs.Rejected,
 		Members:  make([]memberJSON, 0, len(cs.Members)),
 		ConfTerm: cs.ConfTerm, ConfIndex: cs.ConfIndex, ConfCommitted: cs.ConfCommitted, Voter: cs.Voter,
+		Value: cs.Value, ValueVersion: cs.ValueVersion,
 	}
 	if cs.Auth != "" && cs.Auth != core.AuthOff {
 		s.Auth = &authJSON{Mode: string(cs.Auth), Epoch: cs.Epoch, Unsigned: cs.Unsigned, Forged: cs.Forged, Replayed: cs.Replayed}
@@ -243,5 +249,6 @@ func newHTTPHandler(st *agentState, status func() (core.Status, bool), gt *gate,
 	})
 	mux.Handle("GET /metrics", mets.Handler())
 	mux.Handle("POST /resign", ctl.handler(true))
+	mux.Handle("POST /proclaim", ctl.proclaimHandler(true))
 	return http.TimeoutHandler(mux, 10*time.Second, "timeout\n")
 }

@@ -53,6 +53,7 @@ type runOptions struct {
 	cmdArgs         []string
 	once            bool
 	onceTimeout     time.Duration
+	value           string // the leader value (core.Config.Value)
 	containment     string
 	join            bool // wait to be added (core.Config.AwaitConfig)
 	check           checkFlags
@@ -74,7 +75,8 @@ leadership to the best live member at once) and exits 0.
 
 With "-- CMD ARGS...", CMD runs only while this agent leads: it starts when
 the agent becomes leader, with ELECT_GROUP, ELECT_TERM (the fencing token),
-ELECT_LEADER and ELECT_ID in its environment; it gets SIGTERM as soon as the
+ELECT_LEADER, ELECT_ID and ELECT_VALUE (--value, or the last proclaim) in
+its environment; it gets SIGTERM as soon as the
 leadership or its lease is lost, SIGKILL --grace later; if it exits while
 the agent still leads it is restarted with back-off. In quorum mode the lease
 is shortened by --grace + 50ms so that CMD is dead before anyone else can be
@@ -88,6 +90,11 @@ killed it), like consul lock. Losing the leadership first stops CMD
 (SIGTERM) and exits 1. While it waits it logs who leads and why it is not
 this agent; --timeout D gives up (exit 7); SIGINT/SIGTERM before CMD ran
 exits 8, while it runs with CMD's status.
+
+With --value V (say, the address where it serves as leader), V is announced
+with this agent's leadership: every follower's /status, "electhost status"
+and the Go API (OnValue) show the leader's value, and "electhost proclaim
+--group G --value V2" on the leader changes it without an election.
 
 While it runs, "electhost resign --group G [--to ID]" and "electhost
 transfer --group G --to ID" hand its leadership over, "electhost drain"
@@ -155,6 +162,7 @@ Every flag, default and exit code: cmd/electhost/README.md.`,
 	f.DurationVar(&o.check.interval, "check-interval", 2*time.Second, "how often the health check runs")
 	f.DurationVar(&o.check.timeout, "check-timeout", time.Second, "a check not done within this fails")
 	f.IntVar(&o.check.failures, "check-failures", 3, "consecutive failures that make the agent unhealthy (one pass makes it healthy)")
+	f.StringVar(&o.value, "value", "", "the value this agent announces while it leads (e.g. the address where it serves); followers show it, the command gets it as ELECT_VALUE; at most 1024 bytes")
 	f.BoolVar(&o.once, "once", false, "run CMD once when leading, then resign and exit with its exit code (like consul lock)")
 	f.DurationVar(&o.onceTimeout, "timeout", 0, "--once: give up (exit 7) if this agent does not lead within this time (0: wait for ever)")
 	f.BoolVar(&o.jsonLogs, "json", false, "log JSON lines (slog JSONHandler) on stderr")
@@ -348,6 +356,7 @@ func (o *runOptions) complete(cmd *cobra.Command) error {
 	o.cfg = core.Config{
 		ID: o.id, Group: o.group, Priority: o.priority, Mode: mode, Members: members, AwaitConfig: o.join,
 		HeartbeatMs: tm.heartbeatMs, ElectionTimeoutMs: tm.electionTimeoutMs, LeaseMs: tm.leaseMs,
+		Value: o.value,
 	}
 	if len(o.cmdArgs) > 0 {
 		// On a hand-off the command is told to stop when this agent
@@ -539,6 +548,9 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 				logger.Info("leader", "leader", leader, "term", term)
 			}
 		},
+		OnValue: func(leader string, term uint64, value string) {
+			logger.Info("leader value", "leader", leader, "term", term, "value", value)
+		},
 		OnConfig: func(c host.ConfigChange) { // the host logs every change
 			if !c.Committed || o.cfg.Mode != core.ModeQuorum {
 				return
@@ -654,7 +666,8 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	}
 	ctl := &controller{group: o.group, id: o.id, et: time.Duration(o.cfg.ElectionTimeoutMs) * time.Millisecond,
 		el: func() *host.Election { return elp.Load() }, st: st, gate: gt,
-		saveDrain: func(on bool) error { return saveDrained(store, o.id, o.group, on) }}
+		saveDrain:  func(on bool) error { return saveDrained(store, o.id, o.group, on) },
+		proclaimed: lead.setValue}
 	ctlLn, token, cerr := listenControl(o.stateDir)
 	ctl.token = token
 	if cerr != nil {
@@ -665,6 +678,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		mux := http.NewServeMux()
 		mux.Handle("POST /resign", ctl.handler(false))
 		mux.Handle("POST /drain", ctl.drainHandler())
+		mux.Handle("POST /proclaim", ctl.proclaimHandler(false))
 		mux.Handle("GET /members", ctl.membersHandler())
 		mux.Handle("POST /members", ctl.membersHandler())
 		ctlSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -811,6 +825,7 @@ type leadership struct {
 	heartbeat time.Duration
 
 	mu       sync.Mutex
+	value    string // this agent's leader value, for ELECT_VALUE
 	stopping bool
 	ran      bool
 	cancel   context.CancelFunc
@@ -819,7 +834,15 @@ type leadership struct {
 }
 
 func newLeadership(sup *supervise.Supervisor, o *runOptions, logger *slog.Logger) *leadership {
-	return &leadership{sup: sup, group: o.group, id: o.id, logger: logger, once: o.once, onceDone: make(chan onceResult, 1), heartbeat: o.heartbeat}
+	return &leadership{sup: sup, group: o.group, id: o.id, logger: logger, once: o.once, onceDone: make(chan onceResult, 1), heartbeat: o.heartbeat, value: o.value}
+}
+
+// setValue records a proclaimed value: the command started for a later
+// term gets it as ELECT_VALUE.
+func (l *leadership) setValue(v string) {
+	l.mu.Lock()
+	l.value = v
+	l.mu.Unlock()
 }
 
 // onceResult is how the --once command ended: by itself (exited, with its
@@ -854,6 +877,7 @@ func (l *leadership) start(lctx context.Context, term uint64) {
 		fmt.Sprintf("ELECT_TERM=%d", term),
 		"ELECT_LEADER=" + l.id,
 		"ELECT_ID=" + l.id,
+		"ELECT_VALUE=" + l.value,
 	}
 	go func() {
 		defer close(done)

@@ -139,6 +139,9 @@ type wireView struct {
 	ConfIndex uint64   `json:"conf_index"`
 	Committed bool     `json:"committed"`
 	Members   []string `json:"members"`
+	// The leader's value and its version in the leader's term.
+	ValueVer uint64 `json:"value_ver"`
+	Value    string `json:"value"`
 }
 
 type memberSeen struct {
@@ -152,9 +155,14 @@ type memberSeen struct {
 }
 
 type statusReport struct {
-	Group      string        `json:"group"`
-	Leader     string        `json:"leader"`
-	Term       uint64        `json:"term"`
+	Group  string `json:"group"`
+	Leader string `json:"leader"`
+	Term   uint64 `json:"term"`
+	// Value is the leader's value (run --value, electhost proclaim) as its
+	// heartbeats carry it: the newest version heard from that leader in
+	// that term ("" if it announces none). A listener checks no signature:
+	// an agent's /status shows the value it authenticated.
+	Value      string        `json:"value"`
 	ListenedMs int64         `json:"listened_ms"`
 	Messages   int           `json:"messages"`
 	Rejected   int           `json:"rejected"`
@@ -182,10 +190,11 @@ type observer struct {
 	start time.Time
 	rep   statusReport
 	seen  map[string]*memberSeen
-	// onLeader, if set, is called (under mu) when the leader or term heard
-	// changes; leader "" when the leader fell silent (checkLost).
-	onLeader    func(leader string, term uint64, lost string)
+	// onLeader, if set, is called (under mu) when the leader, term or value
+	// heard changes; leader "" when the leader fell silent (checkLost).
+	onLeader    func(leader string, term uint64, value, lost string)
 	leaderHeard time.Time
+	valueVer    uint64 // the version of rep.Value in the leader's term
 	// configs are the member sets of the config messages heard, by version.
 	configs map[[2]uint64][]string
 }
@@ -233,13 +242,20 @@ func (o *observer) deliver(m transport.Message) {
 	}
 	if (w.Type == "leader" || w.Type == "heartbeat") && w.Leader != "" && w.Term >= o.rep.Term {
 		changed := w.Leader != o.rep.Leader || w.Term != o.rep.Term
+		if changed {
+			o.rep.Value, o.valueVer = "", 0 // a value belongs to one leader and term
+		}
+		if w.ValueVer > o.valueVer { // a late heartbeat carries an older version
+			changed = changed || w.Value != o.rep.Value
+			o.rep.Value, o.valueVer = w.Value, w.ValueVer
+		}
 		o.rep.Leader, o.rep.Term = w.Leader, w.Term
 		if w.ConfIndex > 0 {
 			o.rep.Config = &configSeen{ConfTerm: w.ConfTerm, ConfIndex: w.ConfIndex, Committed: w.Committed}
 		}
 		o.leaderHeard = time.Now()
 		if changed && o.onLeader != nil {
-			o.onLeader(w.Leader, w.Term, "")
+			o.onLeader(w.Leader, w.Term, o.rep.Value, "")
 		}
 	}
 }
@@ -250,9 +266,9 @@ func (o *observer) checkLost(after time.Duration) {
 	defer o.mu.Unlock()
 	if o.rep.Leader != "" && time.Since(o.leaderHeard) > after {
 		lost := o.rep.Leader
-		o.rep.Leader = ""
+		o.rep.Leader, o.rep.Value, o.valueVer = "", "", 0
 		if o.onLeader != nil {
-			o.onLeader("", o.rep.Term, lost)
+			o.onLeader("", o.rep.Term, "", lost)
 		}
 	}
 }
@@ -270,11 +286,12 @@ type watchEvent struct {
 	Group  string `json:"group"`
 	Leader string `json:"leader"`         // "" when the leader fell silent
 	Term   uint64 `json:"term"`           // the leader's term (the last known one when lost)
+	Value  string `json:"value"`          // the leader's value (a proclaim prints a line with the same leader and term)
 	Lost   string `json:"lost,omitempty"` // the leader that fell silent
 }
 
-func (w *watcher) leader(leader string, term uint64, lost string) {
-	ev := watchEvent{Time: time.Now().UTC().Format(time.RFC3339Nano), Group: w.group, Leader: leader, Term: term, Lost: lost}
+func (w *watcher) leader(leader string, term uint64, value, lost string) {
+	ev := watchEvent{Time: time.Now().UTC().Format(time.RFC3339Nano), Group: w.group, Leader: leader, Term: term, Value: value, Lost: lost}
 	if w.json {
 		b, _ := json.Marshal(ev)
 		fmt.Fprintf(w.out, "%s\n", b)
@@ -282,6 +299,10 @@ func (w *watcher) leader(leader string, term uint64, lost string) {
 	}
 	if leader == "" {
 		fmt.Fprintf(w.out, "%s  %s  no leader: %s (term %d) silent for %v\n", ev.Time, w.group, lost, term, w.lostAfter)
+		return
+	}
+	if value != "" {
+		fmt.Fprintf(w.out, "%s  %s  leader %s  term %d  value %q\n", ev.Time, w.group, leader, term, value)
 		return
 	}
 	fmt.Fprintf(w.out, "%s  %s  leader %s  term %d\n", ev.Time, w.group, leader, term)
@@ -322,6 +343,9 @@ func (r statusReport) print(w io.Writer) {
 	leader := "(none heard)"
 	if r.Leader != "" {
 		leader = fmt.Sprintf("%s (term %d)", r.Leader, r.Term)
+	}
+	if r.Leader != "" && r.Value != "" {
+		leader += fmt.Sprintf(", value %q", r.Value)
 	}
 	fmt.Fprintf(w, "group    %s\nleader   %s\nheard    %d members, %d messages in %v", r.Group, leader, len(r.Members), r.Messages, time.Duration(r.ListenedMs)*time.Millisecond)
 	if r.Rejected > 0 {

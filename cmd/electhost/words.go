@@ -95,6 +95,12 @@ var configRules = map[string]configRule{
 	"member_keys member-key-not-own": {flag: "--members-file", say: func(e *core.ConfigError) string {
 		return "--members-file's key for " + strconv.Quote(e.Value) + " does not match --key: give this agent's own key file, or fix its line in --members-file"
 	}},
+	"value value-length": {flag: "--value", say: func(e *core.ConfigError) string {
+		return "--value: " + e.Value + " bytes, at most " + i64(e.Max) + " (a value is an address or a name: put more in a store it points to)"
+	}},
+	"value value-byte": {flag: "--value", say: func(e *core.ConfigError) string {
+		return "--value: " + strings.TrimPrefix(e.Error(), "value: ")
+	}},
 	"member_keys member-key-missing": {flag: "--members-file", say: func(e *core.ConfigError) string {
 		return "--members-file has no public key for member " + strconv.Quote(e.Value) + ": add its line (electhost keygen --id " + e.Value + " prints it)"
 	}},

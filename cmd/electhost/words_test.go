@@ -162,6 +162,8 @@ func TestConfigRulesAllMapped(t *testing.T) {
 		"member_keys member-keys-count":              ed(membersJSON("many.json", manyKeys), "a"),
 		"member_keys member-key-not-own":             ed(membersJSON("notown.json", map[string]string{"a": pubB}), "a"),
 		"member_keys member-key-missing":             ed(membersJSON("missing.json", map[string]string{"a": pubA}), "a,b"),
+		"value value-length":                         append(quorum, "--members", "a", "--value", strings.Repeat("x", core.MaxValueLen+1)),
+		"value value-byte":                           append(quorum, "--members", "a", "--value", "a\tb"),
 	}
 	rules := coreConfigRules(t)
 	seen := map[string]bool{}
