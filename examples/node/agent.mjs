@@ -3,7 +3,9 @@
 // member (it votes, follows and can lead), running electcore.wasm through the
 // Extism JS SDK (or node:wasi with --engine raw). Prints one JSON line per
 // event on stdout; reads commands on stdin (resign, campaign, transfer ID,
-// add ID [BASE64-KEY], remove ID, status, quit). See README.md.
+// add ID [BASE64-KEY], remove ID, proclaim VALUE, status, quit). See README.md.
+// --value V is announced with this agent's leadership; a 'value' event
+// reports the leader's value as this agent sees it.
 //
 //   node agent.mjs --group G --id node1 --members go1,go2,node1 \
 //        --nats nats://127.0.0.1:4222 [--state-dir D] [--priority N] \
@@ -18,7 +20,7 @@ quietWasiWarning();
 
 const usage = `usage: node agent.mjs --group G --id ID --members a,b,c [--nats URL] [--state-dir D]
   [--priority N] [--mode quorum|bully] [--heartbeat-ms 500] [--election-timeout-ms 2000]
-  [--engine extism|raw] [--wasm electcore.wasm] [--join] [--verbose]`;
+  [--engine extism|raw] [--wasm electcore.wasm] [--join] [--value V] [--verbose]`;
 
 let opts;
 try {
@@ -29,6 +31,7 @@ try {
       priority: { type: 'string' }, mode: { type: 'string', default: 'quorum' },
       'heartbeat-ms': { type: 'string' }, 'election-timeout-ms': { type: 'string' },
       engine: { type: 'string', default: 'extism' }, wasm: { type: 'string' },
+      value: { type: 'string', default: '' },
       join: { type: 'boolean', default: false }, verbose: { type: 'boolean', default: false }, help: { type: 'boolean', default: false },
     },
   }));
@@ -50,6 +53,7 @@ const config = {
   heartbeat_ms: opts['heartbeat-ms'] ? Number(opts['heartbeat-ms']) : 0,
   election_timeout_ms: opts['election-timeout-ms'] ? Number(opts['election-timeout-ms']) : 0,
   await_config: opts.join, // wait to be added: --members are whom it learns the configuration from
+  value: opts.value, // announced while this agent leads (at most 1024 bytes)
 };
 
 let core, nc, store;
@@ -84,6 +88,7 @@ const agent = new Agent({
     const o = { event: ev.event, group: ev.group, term: ev.term };
     if (ev.event === 'leader-changed' || ev.event === 'became-leader') o.leader = ev.leader || (ev.event === 'became-leader' ? opts.id : '');
     if (ev.lease_until) o.lease_until = ev.lease_until;
+    if (ev.event === 'value') { o.leader = ev.leader; o.value = ev.value; }
     if (ev.reason) o.reason = ev.reason;
     emit(o);
   },
@@ -114,6 +119,10 @@ rl.on('line', async (line) => {
         await agent.command(cmd, opts.group); emit({ event: 'command', command: cmd }); break;
       case 'transfer':
         await agent.command('transfer', opts.group, arg ?? ''); emit({ event: 'command', command: cmd, to: arg }); break;
+      case 'proclaim': { // proclaim VALUE (the rest of the line): a 'value' event follows, or 'rejected'
+        const value = line.trim().slice('proclaim'.length).trim();
+        await agent.proclaim(opts.group, value); emit({ event: 'command', command: cmd, value }); break;
+      }
       case 'add': case 'remove': { // add ID [BASE64-KEY], remove ID: done once a config event says committed
         const key = cmd === 'add' && rest[0] ? new Uint8Array(Buffer.from(rest[0], 'base64')) : undefined;
         await agent.command(`${cmd}-member`, opts.group, arg ?? '', key); emit({ event: 'command', command: cmd, member: arg }); break;
@@ -122,7 +131,7 @@ rl.on('line', async (line) => {
         const st = await agent.status(opts.group);
         emit({ event: 'status', role: ['follower', 'pre-candidate', 'candidate', 'leader'][st.role] ?? st.role, leader: st.leader,
           term: st.term, vote: st.vote, priority: st.priority, members: (st.members ?? []).map((m) => m.id),
-          conf_index: st.conf_index, conf_committed: st.conf_committed, voter: st.voter, leading, steps: agent.stats.steps, calls: core.total,
+          conf_index: st.conf_index, conf_committed: st.conf_committed, voter: st.voter, value: st.value ?? '', leading, steps: agent.stats.steps, calls: core.total,
           resets: core.resets, reset_every: core.kind === 'extism' ? RESET_EVERY : 0 });
         break;
       }

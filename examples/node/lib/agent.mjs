@@ -81,7 +81,8 @@ export const monotonicMs = () => Math.floor(performance.now());
 
 export class Agent {
   // core: ExtismCore or RawCore; transport: {publish(topic, bytes), subscribe(topic, cb(bytes))};
-  // onEvent(ev) gets {event, group, term, leader, lease_until, reason}.
+  // onEvent(ev) gets {event, group, term, leader, lease_until, reason, ...}:
+  // a 'value' event's value is the leader's value (config.value, proclaim).
   constructor({ core, transport, store = new MemStore(), clock = monotonicMs, onEvent = () => {}, onError = () => {} }) {
     Object.assign(this, { core, transport, store, clock, onEvent, onError });
     this.groups = new Map(); // group -> config
@@ -104,7 +105,7 @@ export class Agent {
         if (ev.k === 4 || ev.k === 7) this.leading.delete(ev.g);
         if (ev.k === 7) this.groups.delete(ev.g);
         this.onEvent({ event: EventNames[ev.k] ?? `kind-${ev.k}`, group: ev.g, term: ev.term, leader: ev.leader,
-          lease_until: ev.lease, reason: ev.why, member: ev.member, members: ev.members, conf_index: ev.conf_index });
+          lease_until: ev.lease, reason: ev.why, member: ev.member, members: ev.members, conf_index: ev.conf_index, value: ev.value });
       },
     });
   }
@@ -142,6 +143,13 @@ export class Agent {
   command(kind, group, to = '', key = undefined) {
     this.cmds.push({ k: typeof kind === 'number' ? kind : Cmd[kind], g: group, to, key });
     return this.serial(() => this.step()); // resolves once the command was stepped
+  }
+
+  // proclaim makes value this leader's value without an election (refused,
+  // as a 'rejected' event, unless this agent leads).
+  proclaim(group, value) {
+    this.cmds.push({ k: Cmd.proclaim, g: group, to: '', value });
+    return this.serial(() => this.step());
   }
 
   kick() {

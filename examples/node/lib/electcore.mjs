@@ -17,10 +17,10 @@ import { encode, decode } from '@msgpack/msgpack';
 const here = path.dirname(fileURLToPath(import.meta.url));
 
 // Command kinds (core.CommandKind) and event kinds (core.EventKind).
-export const Cmd = Object.freeze({ campaign: 1, resign: 2, transfer: 3, leave: 4, 'add-member': 5, 'remove-member': 6 });
+export const Cmd = Object.freeze({ campaign: 1, resign: 2, transfer: 3, leave: 4, 'add-member': 5, 'remove-member': 6, drain: 7, undrain: 8, proclaim: 9 });
 export const EventNames = Object.freeze({
   1: 'leader-changed', 2: 'became-leader', 3: 'lease', 4: 'stepped-down',
-  5: 'rejected', 6: 'joined', 7: 'left', 8: 'duplicate-id', 9: 'config', 10: 'term-spent',
+  5: 'rejected', 6: 'joined', 7: 'left', 8: 'duplicate-id', 9: 'config', 10: 'term-spent', 11: 'value',
 });
 
 // Where electcore.wasm is: $ELECTCORE_WASM, else the repo root (`make wasm`).
@@ -51,14 +51,19 @@ export function standalone(b) {
 const int = (v) => Math.floor(Number(v ?? 0));
 
 // encodeInput encodes a core.Input: { now, wall, join: [{config, state}],
-// in: [{t, p}], cmd: [{k, g, to, key}] }. Times are integer milliseconds;
-// key (add-member in a group that uses ed25519) is the new member's public
-// key as bytes.
+// in: [{t, p}], cmd: [{k, g, to, key, value}] }. Times are integer
+// milliseconds; key (add-member in a group that uses ed25519) is the new
+// member's public key as bytes; value is a proclaim's new leader value.
 export function encodeInput(input) {
   const m = { now: int(input.now), wall: int(input.wall) };
   m.join = (input.join ?? []).map((s) => ({ config: encodeConfig(s.config), state: encodeState(s.state) }));
   m.in = (input.in ?? []).map((x) => ({ t: x.t, p: standalone(toBytes(x.p)) }));
-  m.cmd = (input.cmd ?? []).map((c) => (c.key ? { k: c.k, g: c.g, to: c.to ?? '', key: standalone(toBytes(c.key)) } : { k: c.k, g: c.g, to: c.to ?? '' }));
+  m.cmd = (input.cmd ?? []).map((c) => {
+    const o = { k: c.k, g: c.g, to: c.to ?? '' };
+    if (c.key) o.key = standalone(toBytes(c.key));
+    if (c.value !== undefined) o.value = c.value;
+    return o;
+  });
   return encode(m);
 }
 

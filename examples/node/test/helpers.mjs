@@ -57,7 +57,7 @@ export async function startBroker(electhost) {
 // as it knows them, and every term it led.
 export class Member {
   constructor(id, runtime, proc, stream) {
-    Object.assign(this, { id, runtime, proc, leader: '', term: 0, led: [], lines: [], alive: true });
+    Object.assign(this, { id, runtime, proc, leader: '', term: 0, led: [], lines: [], alive: true, value: null });
     this.exited = new Promise((r) => proc.once('exit', (code, sig) => { this.alive = false; r({ code, sig }); }));
     readline.createInterface({ input: stream }).on('line', (l) => this.line(l));
   }
@@ -71,9 +71,11 @@ export class Member {
       if (o.msg === 'leader') { this.leader = o.leader; this.term = o.term; }
       if (o.msg === 'no leader known') { this.leader = ''; this.term = o.term; }
       if (o.msg === 'started leading') this.led.push(o.term);
+      if (o.msg === 'leader value') this.value = { leader: o.leader, term: o.term, value: o.value };
     } else {
       if (o.event === 'leader-changed') { this.leader = o.leader; this.term = o.term; }
       if (o.event === 'became-leader') { this.led.push(o.term); this.leader = this.id; this.term = o.term; }
+      if (o.event === 'value') this.value = { leader: o.leader, term: o.term, value: o.value };
     }
   }
 
@@ -81,18 +83,18 @@ export class Member {
   kill(sig = 'SIGKILL') { this.proc.kill(sig); return this.exited; }
 }
 
-export function startGo(electhost, { id, group, members, url, priority, stateDir, timing }) {
+export function startGo(electhost, { id, group, members, url, priority, stateDir, timing, value = '' }) {
   const args = ['run', '--group', group, '--id', id, '--members', members.join(','), '--transport', 'nats',
     '--broker', url, '--priority', String(priority), '--state-dir', stateDir, '--wasm', wasmPath,
-    '--heartbeat', `${timing.heartbeat}ms`, '--election-timeout', `${timing.electionTimeout}ms`, '--json'];
+    '--heartbeat', `${timing.heartbeat}ms`, '--election-timeout', `${timing.electionTimeout}ms`, '--json', '--value', value];
   const p = spawn(electhost, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   return new Member(id, 'go', p, p.stderr);
 }
 
-export function startNode({ id, group, members, url, priority, stateDir, timing, engine = 'extism' }) {
+export function startNode({ id, group, members, url, priority, stateDir, timing, engine = 'extism', value = '' }) {
   const args = [path.join(exampleDir, 'agent.mjs'), '--group', group, '--id', id, '--members', members.join(','),
     '--nats', url, '--priority', String(priority), '--state-dir', stateDir, '--wasm', wasmPath, '--engine', engine,
-    '--heartbeat-ms', String(timing.heartbeat), '--election-timeout-ms', String(timing.electionTimeout)];
+    '--heartbeat-ms', String(timing.heartbeat), '--election-timeout-ms', String(timing.electionTimeout), '--value', value];
   const p = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] });
   return new Member(id, 'node', p, p.stdout);
 }

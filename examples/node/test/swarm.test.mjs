@@ -4,6 +4,9 @@
 // when that leader is SIGKILLed, leads while a Go agent rejoins, and is
 // SIGKILLed itself while leading; every time all live members agree on one
 // leader and term within the failover bound, and no term has two leaders.
+// Every agent has a leader value (--value): each follower reports its
+// leader's across runtimes, and a proclaim at the Node leader reaches the Go
+// followers in the same term.
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
@@ -26,6 +29,10 @@ test('mixed swarm: 2 electhost + 1 Node agent over NATS', { timeout: 120_000 }, 
   const members = ['go1', 'go2', 'node1'];
   const base = { group, members, url: broker.url, timing };
   const state = (id) => path.join(dir, `state-${id}`);
+  const value = (id) => `http://${id}.example:8080`;
+  // valueOf waits until every member given reports leader's value v in term.
+  const valueOf = (ms, leader, term, v) => waitFor(() => ms.every((m) => m.value?.leader === leader && m.value.term === term && m.value.value === v),
+    20_000, `${ms.map((m) => m.id)} to report ${leader}'s value ${v}`);
   const all = [];
   const start = (m) => { all.push(m); return m; };
   t.after(async () => {
@@ -36,12 +43,13 @@ test('mixed swarm: 2 electhost + 1 Node agent over NATS', { timeout: 120_000 }, 
 
   // 1. The Go agents start (two of three are a quorum) and elect go1, the
   //    highest priority; then node1 joins and follows it.
-  let go1 = start(startGo(electhost, { ...base, id: 'go1', priority: 300, stateDir: state('go1') }));
-  const go2 = start(startGo(electhost, { ...base, id: 'go2', priority: 100, stateDir: state('go2') }));
+  let go1 = start(startGo(electhost, { ...base, id: 'go1', priority: 300, stateDir: state('go1'), value: value('go1') }));
+  const go2 = start(startGo(electhost, { ...base, id: 'go2', priority: 100, stateDir: state('go2'), value: value('go2') }));
   await waitFor(() => agreed([go1, go2]) === 'go1', 20_000, 'go1 and go2 to agree on go1');
-  let node1 = start(startNode({ ...base, id: 'node1', priority: 200, stateDir: state('node1') }));
+  let node1 = start(startNode({ ...base, id: 'node1', priority: 200, stateDir: state('node1'), value: value('node1') }));
   await waitFor(() => agreed([go1, go2, node1]) === 'go1', 20_000, 'all three to agree on go1');
   const t1 = go1.term;
+  await valueOf([go1, go2, node1], 'go1', t1, value('go1'));
   assert.ok(node1.lines.some((l) => l.event === 'leader-changed' && l.leader === 'go1'), 'node1 follows go1');
   assert.equal(node1.led.length, 0);
   t.diagnostic(`1. leader go1, term ${t1}; node1 follows`);
@@ -57,10 +65,16 @@ test('mixed swarm: 2 electhost + 1 Node agent over NATS', { timeout: 120_000 }, 
   assert.ok(node1.led.includes(t2), `node1 led ${node1.led}`);
   t.diagnostic(`2. go1 SIGKILLed: new leader agreed after ${failover1} ms; node1 leads term ${t2} (after ${Date.now() - killedAt} ms)`);
   assert.ok(failover1 <= FAILOVER_BOUND_MS, `failover ${failover1} ms > bound ${FAILOVER_BOUND_MS} ms`);
+  await valueOf([go2, node1], 'node1', t2, value('node1'));
+  // A proclaim at the Node leader reaches the Go follower, in the same term.
+  node1.send('proclaim http://node1.example:9090');
+  await valueOf([go2, node1], 'node1', t2, 'http://node1.example:9090');
+  assert.equal(node1.term, t2, 'the proclaim held no election');
+  t.diagnostic('2b. node1 proclaimed a new value; go2 reports it in the same term');
 
   // 3. go1 restarts from its persisted state (now with a lower priority, so
   //    node1 keeps leading) and follows node1.
-  go1 = start(startGo(electhost, { ...base, id: 'go1', priority: 50, stateDir: state('go1') }));
+  go1 = start(startGo(electhost, { ...base, id: 'go1', priority: 50, stateDir: state('go1'), value: value('go1') }));
   await waitFor(() => agreed([go1, go2, node1]) === 'node1', 20_000, 'all three to agree on node1');
   assert.equal(node1.term, t2, 'node1 kept its term');
   t.diagnostic(`3. go1 rejoined and follows node1 at term ${go1.term}`);
