@@ -127,13 +127,9 @@ func (c *controller) election(group string) (*host.Election, int, string) {
 // needToken it requires "Authorization: Bearer <control.token>".
 func (c *controller) handler(needToken bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if needToken {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if c.token == "" || !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(c.token)) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="electhost"`)
-				writeJSON(w, http.StatusUnauthorized, resignReply{Group: c.group, Error: "POST /resign needs Authorization: Bearer <the agent's " + controlTokenName + ">"})
-				return
-			}
+		if needToken && !c.bearerOK(w, r) {
+			writeJSON(w, http.StatusUnauthorized, resignReply{Group: c.group, Error: "POST /resign needs Authorization: Bearer <the agent's " + controlTokenName + ">"})
+			return
 		}
 		req := resignRequest{Group: r.URL.Query().Get("group"), To: r.URL.Query().Get("to")}
 		if r.ContentLength != 0 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
@@ -148,6 +144,17 @@ func (c *controller) handler(needToken bool) http.HandlerFunc {
 		rep, code := c.resign(r.Context(), req)
 		writeJSON(w, code, rep)
 	}
+}
+
+// bearerOK reports whether r carries the control token (POST over --http);
+// if not, it asks for it (WWW-Authenticate) and the caller answers 401.
+func (c *controller) bearerOK(w http.ResponseWriter, r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if c.token == "" || !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(c.token)) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="electhost"`)
+		return false
+	}
+	return true
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -267,19 +274,11 @@ func resignVerb(cmd *cobra.Command, group, id, stateDir, to string, jsonOut bool
 		return err
 	}
 	sock := filepath.Join(stateDir, controlSocketName)
-	body, _ := json.Marshal(resignRequest{Group: group, To: to})
 	ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://electhost/resign", strings.NewReader(string(body)))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := controlClient(sock).Do(req)
-	if err != nil {
-		return controlError(err, sock, id, "make it resign")
-	}
-	defer resp.Body.Close()
 	var rep resignReply
-	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
-		return fmt.Errorf("control socket %s: unreadable answer: %v", sock, err)
+	if _, err := callControl(ctx, sock, id, http.MethodPost, "/resign", resignRequest{Group: group, To: to}, &rep, "make it resign"); err != nil {
+		return err
 	}
 	if jsonOut {
 		enc := json.NewEncoder(cmd.OutOrStdout())

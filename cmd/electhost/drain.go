@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -163,19 +162,11 @@ state directory.`
 				return err
 			}
 			sock := filepath.Join(stateDir, controlSocketName)
-			body, _ := json.Marshal(drainRequest{Group: group, Drain: on})
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://electhost/drain", bytes.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := controlClient(sock).Do(req)
-			if err != nil {
-				return controlError(err, sock, id, use+" it")
-			}
-			defer resp.Body.Close()
 			var rep drainReply
-			if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
-				return fmt.Errorf("control socket %s: unreadable answer: %v", sock, err)
+			if _, err := callControl(ctx, sock, id, http.MethodPost, "/drain", drainRequest{Group: group, Drain: on}, &rep, use+" it"); err != nil {
+				return err
 			}
 			if jsonOut {
 				json.NewEncoder(cmd.OutOrStdout()).Encode(rep)

@@ -180,6 +180,28 @@ func controlClient(sock string) *http.Client {
 	}}}
 }
 
+// callControl sends req (JSON; nil: no body) with method to path on the
+// agent's control socket and decodes the answer into rep, returning its
+// HTTP status; what is the action, for controlError ("make it resign").
+func callControl(ctx context.Context, sock, id, method, path string, req, rep any, what string) (int, error) {
+	var rd io.Reader
+	if req != nil {
+		b, _ := json.Marshal(req)
+		rd = strings.NewReader(string(b))
+	}
+	hr, _ := http.NewRequestWithContext(ctx, method, "http://electhost"+path, rd)
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := controlClient(sock).Do(hr)
+	if err != nil {
+		return 0, controlError(err, sock, id, what)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(rep); err != nil {
+		return 0, fmt.Errorf("control socket %s: unreadable answer (%s): %v", sock, resp.Status, err)
+	}
+	return resp.StatusCode, nil
+}
+
 // controlError says why the control socket could not be reached, in the
 // operator's words; what is the action refused ("make it resign").
 func controlError(err error, sock, id, what string) error {
@@ -236,20 +258,9 @@ made is not asked for again).`,
 		sock := filepath.Join(stateDir, controlSocketName)
 		ctx, cancel := context.WithTimeout(cmd.Context(), wait+10*time.Second)
 		defer cancel()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = strings.NewReader(string(b))
-		}
-		req, _ := http.NewRequestWithContext(ctx, method, "http://electhost/members?group="+group, rd)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := controlClient(sock).Do(req)
+		status, err := callControl(ctx, sock, id, method, "/members?group="+group, body, &rep, "change the members")
 		if err != nil {
-			return rep, controlError(err, sock, id, "change the members")
-		}
-		defer resp.Body.Close()
-		if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
-			return rep, fmt.Errorf("control socket %s: unreadable answer (%s): %v", sock, resp.Status, err)
+			return rep, err
 		}
 		if jsonOut {
 			json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
@@ -260,7 +271,7 @@ made is not asked for again).`,
 		code := exitFailure
 		if rep.TimedOut {
 			code = exitTimeout
-		} else if resp.StatusCode == http.StatusBadRequest {
+		} else if status == http.StatusBadRequest {
 			code = exitUsage
 		}
 		if jsonOut {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,13 +74,9 @@ func (c *controller) proclaim(ctx context.Context, req proclaimRequest) (proclai
 // --http) it requires the control token, as POST /resign does.
 func (c *controller) proclaimHandler(needToken bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if needToken {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if c.token == "" || !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(c.token)) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="electhost"`)
-				writeJSON(w, http.StatusUnauthorized, proclaimReply{Group: c.group, ID: c.id, Error: "POST /proclaim needs Authorization: Bearer <the agent's " + controlTokenName + ">"})
-				return
-			}
+		if needToken && !c.bearerOK(w, r) {
+			writeJSON(w, http.StatusUnauthorized, proclaimReply{Group: c.group, ID: c.id, Error: "POST /proclaim needs Authorization: Bearer <the agent's " + controlTokenName + ">"})
+			return
 		}
 		var req proclaimRequest
 		// A value is at most MaxValueLen bytes, escaped at most 6× in JSON.
@@ -138,19 +133,11 @@ that state directory.`,
 				return err
 			}
 			sock := filepath.Join(stateDir, controlSocketName)
-			body, _ := json.Marshal(proclaimRequest{Group: group, Value: value})
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://electhost/proclaim", strings.NewReader(string(body)))
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := controlClient(sock).Do(req)
-			if err != nil {
-				return controlError(err, sock, id, "make it proclaim")
-			}
-			defer resp.Body.Close()
 			var rep proclaimReply
-			if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
-				return fmt.Errorf("control socket %s: unreadable answer: %v", sock, err)
+			if _, err := callControl(ctx, sock, id, http.MethodPost, "/proclaim", proclaimRequest{Group: group, Value: value}, &rep, "make it proclaim"); err != nil {
+				return err
 			}
 			if jsonOut {
 				json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
