@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,10 +25,22 @@ func TestE2EResignTransferWatch(t *testing.T) {
 	natsURL, _ := natstest.Start(t)
 	hb, et := 100*time.Millisecond, 600*time.Millisecond
 	c := newCluster(t, 3, []string{"--broker", natsURL}, nil, hb, et, 20*time.Millisecond)
-	for _, id := range c.ids {
-		c.start(id)
+	// a1 outranks the others: whoever wins first hands over to it after two
+	// election timeouts of steady contact, so the test starts from a1's
+	// leadership, which nothing but the operator moves (default priorities
+	// made a slow step of this test race that hand-off).
+	for i, id := range c.ids {
+		c.startWith(id, c.ids, "--priority", strconv.Itoa(10*(len(c.ids)-i)))
 	}
 	leader, term, _ := c.waitAgreement("", 1, 20*time.Second)
+	for leader != c.ids[0] {
+		leader, term, _ = c.waitAgreement(leader, term+1, 20*time.Second)
+	}
+	// Each leadership below is held until its command runs: a hand-off's
+	// successor takes its lease only after the resigner's hold, and the
+	// command needs a process start, so a test moving on at once could see
+	// every term end before any command had run.
+	c.waitCommand(leader, term, 20*time.Second)
 
 	// The watcher: NDJSON on stdout until SIGINT.
 	watch := exec.Command(binPath, "status", "--group", c.group, "--broker", natsURL, "--heartbeat", hb.String(), "--watch", "--json")
@@ -109,6 +122,7 @@ func TestE2EResignTransferWatch(t *testing.T) {
 		t.Fatalf("after resign --to %s: %s leads term %d", target, newLeader, newTerm)
 	}
 	waitWatch(target, term+1)
+	c.waitCommand(target, newTerm, 20*time.Second)
 
 	// POST /resign over --http: 401 without the token, done with it.
 	addr, err := c.proc(target).addr() // it answered waitAgreement: it listens
@@ -136,9 +150,11 @@ func TestE2EResignTransferWatch(t *testing.T) {
 	if resp.StatusCode != 200 || !rep.OK || rep.From != target {
 		t.Fatalf("POST /resign with the token: %d %+v", resp.StatusCode, rep)
 	}
-	if l, _, _ := c.waitAgreement(target, newTerm+1, 10*time.Second); l != leader {
+	l, lastTerm, _ := c.waitAgreement(target, newTerm+1, 10*time.Second)
+	if l != leader {
 		t.Fatalf("after POST /resign to %s: %s leads", leader, l)
 	}
+	c.waitCommand(leader, lastTerm, 20*time.Second)
 	waitWatch(leader, newTerm+1)
 
 	// No agent behind a state directory.
