@@ -503,15 +503,16 @@ func TestPilotCancelStopsProcesses(t *testing.T) {
 func TestPilotCloseLetsPublishesFinish(t *testing.T) {
 	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a", "k"}, KillHang: 20 * time.Second})
 	d.KillBroker("k")
-	tr := newPilot(t, d, Options{Hosts: []string{"a", "k"}, PublishTimeout: 400 * time.Millisecond})
+	tr := newPilot(t, d, Options{Hosts: []string{"a", "k"}, PublishTimeout: 2 * time.Second})
+	// a's publish must answer within the deadline on a loaded machine too.
 	if err := tr.Publish(context.Background(), "t", []byte("resign")); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
+	// A publish that Close cut short ends in ErrClosed, which is not
+	// counted: an error counted by the time Close returns is k's publish
+	// having run to its deadline. (How long Close took says nothing: k's
+	// deadline may be all but over when a's answer lets Publish return.)
 	tr.Close()
-	if took := time.Since(start); took < 200*time.Millisecond || took > 2*time.Second {
-		t.Fatalf("Close took %v: it should wait for k's publish to reach its 400 ms deadline", took)
-	}
 	if k := tr.BrokerStats()[1]; k.PublishErrors != 1 {
 		t.Fatalf("k's publish was not run to its deadline: %+v", k)
 	}
