@@ -355,7 +355,9 @@ func TestPilotStalledSubscriptionRestarted(t *testing.T) {
 	}
 	waitLive(t, d, "b", "t", 1)
 	alice := newPilot(t, d, Options{Hosts: hosts})
-	bob := newPilot(t, d, Options{Hosts: hosts, StallAfter: 300 * time.Millisecond})
+	// 1 s: a loaded machine can leave a's live subscription quiet for
+	// 300 ms, which is then rightly declared stalled.
+	bob := newPilot(t, d, Options{Hosts: hosts, StallAfter: time.Second})
 	c := transporttest.NewCollector()
 	if err := bob.Subscribe(context.Background(), "t", c.Deliver); err != nil {
 		t.Fatal(err)
@@ -363,8 +365,11 @@ func TestPilotStalledSubscriptionRestarted(t *testing.T) {
 	waitLive(t, d, "a", "t", 1)
 	waitLive(t, d, "b", "t", 2)
 	d.KillNode("z")
+	// Messages keep a's subscription delivering (paced, not timed: each
+	// is awaited) until b's is declared stalled.
+	deadline := time.Now().Add(30 * time.Second)
 	for i := 0; bob.BrokerStats()[1].Stalls == 0; i++ {
-		if i > 100 {
+		if time.Now().After(deadline) {
 			t.Fatalf("no stall detected: %+v", bob.BrokerStats())
 		}
 		if err := alice.Publish(context.Background(), "t", fmt.Appendf(nil, "m%d", i)); err != nil {
