@@ -14,6 +14,7 @@ import (
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport"
 	"github.com/electcore/electcore/transport/mem"
+	"github.com/electcore/electcore/transport/transporttest"
 )
 
 // flakyStore fails every Save while fail is set.
@@ -63,17 +64,20 @@ func TestSaveFailureHoldsPublishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// b asks for a's vote; a grants it in memory, but may not say so.
-	time.Sleep(50 * time.Millisecond)
 	if err := b.Publish(ctx, core.Topic("g"), []byte(`{"type":"election","group":"g","from":"b","candidate":"b","priority":1,"term":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(400 * time.Millisecond) // several election timeouts: a would campaign
+	// Three held batches (the grant, then campaigns at each election
+	// timeout), each after a failed save: a had things to say three times.
+	transporttest.WaitFor(t, "three held publishes", func() bool {
+		st := ag.Stats()
+		return st.HeldPublishes >= 3 && st.PersistErrors >= 3
+	})
 	mu.Lock()
 	n := len(seen)
 	mu.Unlock()
-	st := ag.Stats()
-	if n != 0 || st.HeldPublishes == 0 || st.PersistErrors == 0 {
-		t.Fatalf("with saves failing: %d publishes seen, stats %+v", n, st)
+	if out := bus.Transport("a").Stats().Published; n != 0 || out != 0 {
+		t.Fatalf("with saves failing: a published %d, %d seen, stats %+v", out, n, ag.Stats())
 	}
 	store.fail.Store(false)
 	deadline := time.Now().Add(5 * time.Second)
