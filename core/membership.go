@@ -26,9 +26,10 @@ import (
 //     restriction, §5.4.1 of the Raft paper), so a leader always holds the
 //     latest committed configuration.
 //   - Every new leader first re-writes its configuration under its own term
-//     (the same members, the next index): the stand-in for Raft's no-op
-//     entry. It proposes a change only once that version is committed — a
-//     majority acknowledged a heartbeat of its term carrying it. This is
+//     (the same members, the next index; 1 near the bound: restamp): the
+//     stand-in for Raft's no-op entry. It proposes a change only once that
+//     version is committed — a majority acknowledged a heartbeat of its
+//     term carrying it. This is
 //     Ongaro's fix for the single-server-change bug he described in 2015
 //     (raft-dev, "bug in single-server membership changes"): without it, a
 //     leader could propose a change alongside an uncommitted one of an earlier
@@ -388,9 +389,22 @@ func (g *group) configEvent(e *Engine, reason string) {
 
 // restamp re-writes a new leader's configuration under its term: its first
 // entry, which must commit before it may propose a change.
+//
+// The index restarts at 1 when it is within 2^32 of its bound: no leader
+// makes that many changes, so only a forged version gets there, and the new
+// term alone makes the version newer than one of an earlier term. Index+1
+// beyond the bound would be malformed to every receiver. (A version of the
+// leader's own term is forged too, adopted before a hand-off made it
+// leader: at the bound it is kept as it is, and commits as it is.)
 func (g *group) restamp() {
 	c := g.conf
 	c.ver = confVersion{g.term, c.ver.index + 1}
+	switch {
+	case c.ver.index > MaxTerm-1<<32 && g.conf.ver.term < g.term:
+		c.ver.index = 1
+	case c.ver.index > MaxTerm:
+		c.ver.index = MaxTerm
+	}
 	g.setConf(c)
 	g.dirty = true
 	g.confCommitted, g.confAcked = false, g.confAcked[:0]
@@ -528,6 +542,9 @@ func (g *group) propose(e *Engine, ch confChange) string {
 	}
 	if ch.op == opRemove && ch.member == g.cfg.ID {
 		return g.removeSelf(e)
+	}
+	if g.conf.ver.index >= MaxTerm {
+		return "the configuration index of this term is spent: the next leader restarts it"
 	}
 	c := configuration{ver: confVersion{g.term, g.conf.ver.index + 1}}
 	if ch.op == opAdd {

@@ -507,3 +507,85 @@ func TestJoinKeepsVoteForCandidateOutsideConfiguration(t *testing.T) {
 		t.Fatalf("after the join: %+v", s)
 	}
 }
+
+// One forged configuration (authentication off) in the leader's name and
+// term, at the largest index, stalled every change: its holders took no
+// version of the leader's again, so the configuration never committed,
+// `members add` answered "another change is waiting" forever and no
+// hand-off could name a successor. Now the leader whose followers ack a
+// newer version of its own term than its own steps down, the next
+// leader's re-stamp restarts the index in its term, and a change commits
+// and a hand-off makes its successor leader within a few election timeouts.
+func TestForgedConfigIndexCannotStallChanges(t *testing.T) {
+	n := newTestNet(t, ModeQuorum, "a", "b", "c")
+	l := electLeader(t, n)
+	st := n.status(l)
+	forged := `{"type":"config","group":"g","from":"` + l + `","conf_term":` + uitoa(st.ConfTerm) + `,"conf_index":` + uitoa(MaxTerm) + `,"members":["a","b","c"]}`
+	for _, id := range n.others(l) {
+		n.step(id, &Input{Now: n.now, Inbound: []Message{{Topic: Topic("g"), Payload: []byte(forged)}}})
+		if s := n.status(id); s.ConfIndex != MaxTerm {
+			t.Fatalf("%s did not take the forged version: %+v", id, s)
+		}
+	}
+	forgedAt := n.now
+	leader := func() string {
+		if ls := n.leaders(); len(ls) == 1 {
+			id, _, _ := strings.Cut(ls[0], "@")
+			if n.status(id).ConfCommitted {
+				return id
+			}
+		}
+		return ""
+	}
+	added := func() bool {
+		l := leader()
+		return l != "" && slices.Contains(memberIDs(n.status(l)), "d") && n.status(l).ConfCommitted
+	}
+	for n.now < forgedAt+5*DefaultElectionTimeoutMs && !added() {
+		n.advance(100, 10)
+		if l := leader(); l != "" && !slices.Contains(memberIDs(n.status(l)), "d") {
+			command(n, l, Command{Kind: CmdAddMember, Target: "d"})
+		}
+	}
+	if !added() {
+		t.Fatalf("no change committed %d ms after a forged configuration at index 2^53−1: leaders %v, %+v", n.now-forgedAt, n.leaders(), n.status("a"))
+	}
+	committedAt := n.now
+	from := leader()
+	rejected := n.status(from).Rejected
+	n.step(from, &Input{Now: n.now, Commands: []Command{{Kind: CmdResign, Group: "g"}}})
+	if s := n.status(from); s.Rejected != rejected || s.Role == RoleLeader {
+		t.Fatalf("resign at %s refused: %+v", from, s)
+	}
+	for n.now < committedAt+DefaultElectionTimeoutMs && (leader() == "" || leader() == from) {
+		n.advance(10, 1)
+	}
+	to := leader()
+	if to == "" || to == from {
+		t.Fatalf("no successor led %d ms after %s resigned: leaders %v", n.now-committedAt, from, n.leaders())
+	}
+	t.Logf("d added and committed %d ms after the forged configuration; %s handed over to %s in %d ms", committedAt-forgedAt, from, to, n.now-committedAt)
+}
+
+// A re-stamp never writes an index beyond the bound: near it, a new term's
+// restarts at 1 (the term orders it); a version of the leader's own term at
+// the bound (forged, adopted before a hand-off made it leader) stays.
+func TestRestampStaysWithinTheBound(t *testing.T) {
+	cfg := Config{Group: "g", ID: "a", Mode: ModeQuorum, Members: []string{"a", "b", "c"}}
+	for _, tc := range []struct {
+		term, confTerm, confIndex, want uint64
+	}{
+		{5, 4, 7, 8},
+		{5, 4, MaxTerm - 1<<32 - 1, MaxTerm - 1<<32},
+		{5, 4, MaxTerm - 1<<32, 1},
+		{5, 4, MaxTerm, 1},
+		{5, 5, MaxTerm - 1, MaxTerm},
+		{5, 5, MaxTerm, MaxTerm},
+	} {
+		g := newGroup(cfg, GroupState{Term: tc.term, ConfTerm: tc.confTerm, ConfIndex: tc.confIndex, Members: cfg.Members}, 0)
+		g.restamp()
+		if g.conf.ver != (confVersion{tc.term, tc.want}) {
+			t.Errorf("term %d, version (%d, %d): re-stamped (%d, %d), want (%d, %d)", tc.term, tc.confTerm, tc.confIndex, g.conf.ver.term, g.conf.ver.index, tc.term, tc.want)
+		}
+	}
+}

@@ -584,6 +584,15 @@ func (g *group) onAck(e *Engine, m *wireMsg) string {
 	if g.role != RoleLeader || m.Term != g.term || m.LeaderInc != g.inc || m.Seq > g.seq || m.Seq == 0 {
 		return ""
 	}
+	if g.conf.ver.before(m.confVer()) {
+		// Only this leader writes versions of its term, and a member holding
+		// a later term's has entered that term and acks no heartbeat of
+		// ours: this version is forged (authentication off). Its holders
+		// take no version of ours again, so this leader could never commit
+		// a change nor hand over; the next leader's re-stamp supersedes it.
+		g.stepDown(e, "a member holds a newer configuration than this leader's own")
+		return ""
+	}
 	g.onConfAck(e, m)
 	f := g.member(m.From)
 	if f != nil && f.confVer.before(m.confVer()) {

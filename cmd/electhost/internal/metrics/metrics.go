@@ -145,7 +145,7 @@ func newSnapshotCollector(labels prometheus.Labels, source func() Snapshot) *sna
 		{d("duplicate_ids_total", "Reports of an agent id spoken by two processes at once (this agent's or a member's): two agents share an id."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.DuplicateIDs) }},
 		{d("leader_command_starts_total", "Starts of the leader-only command."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.CmdStarts) }},
 		{d("leader_command_kills_total", "Stops of the leader-only command that needed SIGKILL."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.CmdKills) }},
-		{d("config_index", "Index of the configuration (member set) this agent holds; grows with every change and every new leader."), prometheus.GaugeValue, func(s Snapshot) float64 { return float64(s.ConfIndex) }},
+		{d("config_index", "Index of the configuration (member set) this agent holds; grows with every change and every new leader (restarts at 1 only after a forged index near its bound)."), prometheus.GaugeValue, func(s Snapshot) float64 { return float64(s.ConfIndex) }},
 		{d("config_members", "Members in the configuration this agent holds."), prometheus.GaugeValue, func(s Snapshot) float64 { return float64(s.ConfMembers) }},
 		{d("config_committed", "1 when the configuration this agent holds is known to be committed, else 0 (a change in flight)."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.ConfCommitted) }},
 		{d("voter", "1 while this agent is in the configuration (votes, may lead), 0 when waiting to be added or removed."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.Voter) }},
