@@ -172,6 +172,16 @@ var mutations = []mutation{
 	{"late-resign-dropped", "quorum.go",
 		"late := m.Term+1 == g.term && m.To != \"\" && g.leader == \"\" &&",
 		"late := false && m.Term+1 == g.term && m.To != \"\" && g.leader == \"\" &&"},
+	// A leader that keeps leading though a member acks a newer version of
+	// its own term (forged at the largest index): no change committed
+	// again, no hand-off named a successor.
+	{"forged-version-kept", "quorum.go",
+		"\tif g.conf.ver.before(m.confVer()) {\n\t\t// Only this leader writes versions",
+		"\tif false {\n\t\t// Only this leader writes versions"},
+	// A re-stamp that passes the index's bound instead of restarting it.
+	{"restamp-index-not-restarted", "membership.go",
+		"\tcase c.ver.index > MaxTerm-1<<32 && g.conf.ver.term < g.term:\n\t\tc.ver.index = 1\n",
+		"\tcase false:\n"},
 }
 
 // testOf names, for a mutation no simulation suite catches within the CI's
@@ -189,6 +199,10 @@ var testOf = map[string]string{
 	// forged resign carries the leader's vote: it can elect two leaders of
 	// one term whatever the hold, so no suite forges one.
 	"missing-hold-is-none": "^(TestResignWithoutHoldWaitsOutTheLease|TestTranscripts)$",
+	// Only a configuration forged in a member's name (authentication off)
+	// gets near the index's bound, and no suite forges one.
+	"forged-version-kept":         "^(TestForgedConfigIndexCannotStallChanges|TestTranscripts)$",
+	"restamp-index-not-restarted": "^(TestForgedConfigIndexCannotStallChanges|TestRestampStaysWithinTheBound|TestTranscripts)$",
 }
 
 // suiteOf names the only suite a mutation runs, when it breaks a rule that
