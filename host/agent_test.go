@@ -147,7 +147,13 @@ func TestAgentsElectFailoverResign(t *testing.T) {
 	bus := mem.NewBus(mem.Options{Seed: 1, DelayMin: time.Millisecond, DelayMax: 3 * time.Millisecond})
 	t.Cleanup(func() { bus.Close() })
 	ids := []string{"a1", "a2", "a3", "a4"}
-	tas := startAgents(t, bus, ids, "demo")
+	// Timings a loaded machine (and -race) keeps: at 20/100 ms leaders
+	// churned before the test's first step. No priority hand-off: the
+	// best-ranked member (priorities default to a checksum of the id)
+	// would take over from whoever won first, racing the test's own Resign
+	// ("resign: not the leader").
+	tas := startAgentsOn(t, func(id string) transport.Transport { return bus.Transport(id) }, ids,
+		core.Config{Group: "demo", Members: ids, HeartbeatMs: 50, ElectionTimeoutMs: 500, NoPriorityTransfer: true})
 	dead := map[string]bool{}
 
 	l1 := waitLeader(t, tas, dead, "")
@@ -195,7 +201,7 @@ func TestAgentsElectFailoverResign(t *testing.T) {
 		t.Fatalf("term did not advance after the leader died: %d then %d", st2.Term, st3.Term)
 	}
 	// The cut-off old leader's lease runs out: its callback ctx is cancelled.
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for l2.rec.isLeading() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
