@@ -178,6 +178,14 @@ var mutations = []mutation{
 	{"forged-version-kept", "quorum.go",
 		"\tif g.conf.ver.before(m.confVer()) {\n\t\t// Only this leader writes versions",
 		"\tif false {\n\t\t// Only this leader writes versions"},
+	// The leader value: a late heartbeat's older value taken back, and a
+	// value reported for a leader or term the member does not follow.
+	{"stale-value-taken", "value.go",
+		"s.term == m.Term && m.ValueVer <= s.ver {",
+		"s.term == m.Term && false {"},
+	{"value-of-another-leader", "value.go",
+		"if g.leader == \"\" || s.leader != g.leader || s.term != g.leaderTerm {",
+		"if false {"},
 	// A re-stamp that passes the index's bound instead of restarting it.
 	{"restamp-index-not-restarted", "membership.go",
 		"\tcase c.ver.index > MaxTerm-1<<32 && g.conf.ver.term < g.term:\n\t\tc.ver.index = 1\n",
@@ -199,6 +207,11 @@ var testOf = map[string]string{
 	// forged resign carries the leader's vote: it can elect two leaders of
 	// one term whatever the hold, so no suite forges one.
 	"missing-hold-is-none": "^(TestResignWithoutHoldWaitsOutTheLease|TestTranscripts)$",
+	// The simulator neither proclaims nor judges values; the transcripts
+	// replay a late heartbeat, and the property checker judges every
+	// reported value against the leader the reporter follows.
+	"stale-value-taken":       "^TestTranscripts$",
+	"value-of-another-leader": "^TestSafetyUnderArbitrarySchedules$",
 	// Only a configuration forged in a member's name (authentication off)
 	// gets near the index's bound, and no suite forges one.
 	"forged-version-kept":         "^(TestForgedConfigIndexCannotStallChanges|TestTranscripts)$",
