@@ -210,15 +210,28 @@ func isZombie(pid int) bool {
 	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
 }
 
+// TestRestartsWithBackoff: a command that keeps exiting is restarted after
+// a growing back-off, never in a tight loop. It waits for five starts and
+// checks each gap against the back-off's least wait (a loaded machine only
+// lengthens gaps); how long the waits are at most is not a test's to time.
 func TestRestartsWithBackoff(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "starts")
 	script := `echo start >> "$LOG"; exit 3`
 	var exits []string
+	var starts []time.Time
 	var mu sync.Mutex
+	fifth := make(chan struct{})
 	s, err := New(Options{
 		Path: "sh", Args: []string{"-c", script}, Env: []string{"LOG=" + log},
 		BackoffMin: 40 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+		OnStart: func(int) {
+			mu.Lock()
+			defer mu.Unlock()
+			if starts = append(starts, time.Now()); len(starts) == 5 {
+				close(fifth)
+			}
+		},
 		OnExit: func(pid int, err error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -230,25 +243,33 @@ func TestRestartsWithBackoff(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := runAsync(t, s, ctx)
-	time.Sleep(900 * time.Millisecond)
+	select {
+	case <-fifth:
+	case <-time.After(30 * time.Second):
+		t.Error("fewer than five starts in 30 s")
+	}
 	cancel()
 	<-done
-	b, _ := os.ReadFile(log)
-	n := strings.Count(string(b), "start")
-	// Back-off 40, 80, 160, 200, 200 ms (jittered to half): 3..12 starts in 0.9 s,
-	// never a tight loop.
-	if n < 3 || n > 12 {
-		t.Fatalf("%d starts in 0.9 s with back-off 40..200 ms", n)
-	}
-	// The last start may be stopped before its shell wrote its line.
-	st := s.Stats()
-	if int(st.Starts) < n || int(st.Starts) > n+1 || st.Exits < uint64(n-1) {
-		t.Fatalf("stats %+v, starts in log %d", st, n)
-	}
 	mu.Lock()
 	defer mu.Unlock()
+	// Back-off ceilings 40, 80, 160, 200 ms, each wait jittered to at least
+	// half of its ceiling.
+	least := []time.Duration{20, 40, 80, 100}
+	for i := 1; i < len(starts) && i <= len(least); i++ {
+		if gap := starts[i].Sub(starts[i-1]); gap < least[i-1]*time.Millisecond {
+			t.Errorf("start %d came %v after the one before, under the back-off's least wait %v", i+1, gap, least[i-1]*time.Millisecond)
+		}
+	}
+	st := s.Stats()
+	if int(st.Starts) != len(starts) || st.Exits < uint64(len(starts)-1) {
+		t.Fatalf("stats %+v, %d starts seen", st, len(starts))
+	}
 	if len(exits) == 0 || !strings.Contains(exits[0], "exit status 3") {
 		t.Fatalf("exit statuses %v", exits)
+	}
+	// The last start may be stopped before its shell wrote its line.
+	if b, _ := os.ReadFile(log); strings.Count(string(b), "start") < len(starts)-1 {
+		t.Fatalf("%d starts, the command logged %q", len(starts), b)
 	}
 }
 
