@@ -721,8 +721,13 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 	a := g.lastAcked
 	late := m.Term+1 == g.term && m.To != "" && g.leader == "" &&
 		(m.To == g.cfg.ID && (g.vote == "" || g.vote == m.To) || g.vote == "" && a.leader == m.From && a.term == m.Term)
-	if !late && (m.Term < g.term || m.Term == g.term && m.Leader != g.leader && m.To != g.cfg.ID) {
-		return "" // a stale or unknown leader's resignation changes nothing
+	// A resign of our own term from a leader we have not heard yet (we
+	// restarted, or voted and its first heartbeat is still on its way) is
+	// taken: only that term's leader resigns it, and the vote it asks for
+	// is in the next term, where we have cast none.
+	other := g.leader != "" && m.Leader != g.leader
+	if !late && (m.Term < g.term || m.Term == g.term && other && m.To != g.cfg.ID) {
+		return "" // a stale leader's, or another leader's, resignation changes nothing
 	}
 	if m.Term > g.term && g.leader != "" && g.inLease(now) && m.To != g.cfg.ID || m.Term >= MaxTerm {
 		return "" // as for a later leader's claim (onHeartbeat)
