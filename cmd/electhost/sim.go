@@ -120,6 +120,7 @@ type simReport struct {
 	HandoffsNamed        int64           `json:"handoffs_named"` // resigns naming a live successor on a healed network
 	HandoffsLost         int64           `json:"handoffs_lost"`  // ... whose successor did not lead the next term
 	HandoffLostSeeds     []uint64        `json:"handoff_lost_seeds,omitempty"`
+	HandoffsSuperseded   int64           `json:"handoffs_superseded,omitempty"` // resigns too late for any hand-off (not counted above)
 	VirtualMs            int64           `json:"virtual_ms"`
 	Steps                int64           `json:"steps"`
 	ElapsedMs            int64           `json:"elapsed_ms"`
@@ -310,6 +311,7 @@ func (o *simOptions) run(stdout, stderr io.Writer) error {
 		rep.HandoffsNamed += r.HandoffsNamed
 		rep.HandoffsLost += r.HandoffsLost
 		rep.HandoffLostSeeds = append(rep.HandoffLostSeeds, r.HandoffLostSeeds...)
+		rep.HandoffsSuperseded += r.HandoffsSuperseded
 		rep.VirtualMs += r.VirtualMs
 		rep.Steps += r.Steps
 		hashes = append(hashes, r.TraceHash)
@@ -386,6 +388,9 @@ func printSimTable(w io.Writer, r *simReport) {
 			r.HandoffsNamed, r.HandoffsNamed-r.HandoffsLost, 100*float64(r.HandoffsNamed-r.HandoffsLost)/float64(r.HandoffsNamed), r.HandoffsLost)
 		if len(r.HandoffLostSeeds) > 0 {
 			fmt.Fprintf(w, " (seeds %v)", r.HandoffLostSeeds)
+		}
+		if r.HandoffsSuperseded > 0 {
+			fmt.Fprintf(w, "; %d more resigns too late for any hand-off (the next term already had a majority's votes elsewhere)", r.HandoffsSuperseded)
 		}
 		fmt.Fprintln(w)
 	}
@@ -488,6 +493,16 @@ func printTrace(w io.Writer, res *sim.Result) {
 	}
 	for _, h := range res.Handoffs {
 		fmt.Fprintf(w, "hand-off at %d ms: %s → %s, elected after %d ms, known after %d ms\n", h.AtMs, h.From, h.To, h.ElectedMs, h.KnownMs)
+	}
+	if res.HandoffsNamed > 0 {
+		fmt.Fprintf(w, "hand-offs on a healed network %d, lost %d", res.HandoffsNamed, res.HandoffsLost)
+		if res.HandoffsLost > 0 {
+			fmt.Fprintf(w, " (the first lost one's resign left at %d ms)", res.HandoffLostAtMs)
+		}
+		fmt.Fprintln(w)
+	}
+	if res.HandoffsSuperseded > 0 {
+		fmt.Fprintf(w, "resigns too late for any hand-off (the next term already had a majority's votes elsewhere) %d\n", res.HandoffsSuperseded)
 	}
 	for _, v := range res.Violations {
 		fmt.Fprintf(w, "VIOLATION %s\n%s\n", v.String(), v.Excerpt)

@@ -8,6 +8,14 @@ package sim
 // last late message arrived) by the leader of the latest term, naming a
 // member that is up: there, a hand-off that does not make its successor
 // leader costs the group an election timeout for nothing.
+//
+// A resign sent too late for any hand-off is counted apart (superseded):
+// the successor's term T+1 already holds so many votes for others (or its
+// voters are past it) that no majority of the resigner's configuration can
+// still vote for the successor in it. That is a leader deposed without
+// knowing it (paused, or cut off while the others held an election that
+// no one won): one vote per term forbids the hand-off, and the next
+// election decides.
 
 // handoff is a resign in flight: its successor and when it left.
 type handoff struct {
@@ -45,11 +53,36 @@ func (w *world) resigned(n *node, term uint64, to string) {
 			return // a deposed leader's resign (say, a backlog after a pause): the group moved on
 		}
 	}
+	if !w.canStillVote(n, term+1, k) {
+		w.res.HandoffsSuperseded++
+		return
+	}
 	if w.handoffs == nil {
 		w.handoffs = map[uint64]handoff{}
 	}
 	w.handoffs[term+1] = handoff{to: k, at: w.now}
 	w.res.HandoffsNamed++
+}
+
+// canStillVote reports whether a majority of n's configuration, the
+// successor to among them, can still vote for to in term t: each is at most
+// in t and has voted for nobody else in it (n itself votes for to).
+func (w *world) canStillVote(n *node, t uint64, to int) bool {
+	free := func(k int) bool {
+		v := w.nodes[k]
+		vote, ok := v.votes[t]
+		return k == n.idx || v.maxTerm <= t && (!ok || vote == "" || vote == w.nodes[to].id)
+	}
+	if !free(to) {
+		return false
+	}
+	can := 0
+	for _, id := range n.members {
+		if k, ok := w.byID[id]; ok && free(k) {
+			can++
+		}
+	}
+	return can >= len(n.members)/2+1
 }
 
 // handoffElected settles the hand-offs a new leader of term answers: its

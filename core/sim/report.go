@@ -66,6 +66,10 @@ type Result struct {
 	HandoffsNamed   int64 `json:"handoffs_named,omitempty"`
 	HandoffsLost    int64 `json:"handoffs_lost,omitempty"`
 	HandoffLostAtMs int64 `json:"handoff_lost_at_ms,omitempty"`
+	// HandoffsSuperseded counts the resigns on a healed network not
+	// counted above: sent after the successor's term had enough votes for
+	// others that no majority could elect it there (handoff.go).
+	HandoffsSuperseded int64 `json:"handoffs_superseded,omitempty"`
 
 	// FirstLeaderMs is when the swarm first agreed on a leader (measuring
 	// scenarios); LivenessMs is how long after the faults ended it agreed
@@ -205,6 +209,8 @@ type Report struct {
 	HandoffsNamed    int64    `json:"handoffs_named,omitempty"`
 	HandoffsLost     int64    `json:"handoffs_lost,omitempty"`
 	HandoffLostSeeds []uint64 `json:"handoff_lost_seeds,omitempty"`
+	// HandoffsSuperseded: resigns too late for any hand-off (Result).
+	HandoffsSuperseded int64 `json:"handoffs_superseded,omitempty"`
 	// FailoverElected: crash → new leader elected; FailoverKnown: crash →
 	// every live node knows it.
 	FailoverElected Stats `json:"failover_elected_ms"`
@@ -295,6 +301,7 @@ func Aggregate(results []*Result) *Report {
 		r.ConfigChanges += res.ConfigChanges
 		r.HandoffsNamed += res.HandoffsNamed
 		r.HandoffsLost += res.HandoffsLost
+		r.HandoffsSuperseded += res.HandoffsSuperseded
 		if res.HandoffsLost > 0 && len(r.HandoffLostSeeds) < 20 {
 			r.HandoffLostSeeds = append(r.HandoffLostSeeds, res.Seed)
 		}

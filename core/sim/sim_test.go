@@ -47,17 +47,15 @@ func runSuite(t *testing.T, o Options, first uint64) *Report {
 		mode, rep.Seeds, rep.MembershipSeeds, rep.ConfigChanges, rep.Steps, float64(rep.VirtualMs)/3.6e6, rep.Elections, rep.SplitBrains, rep.Liveness)
 	if mode == core.ModeQuorum {
 		// A hand-off on a healed network to a member that stays up makes
-		// that member leader: a lost one costs an election timeout. A few
-		// are still lost while members disagree on the configuration (fault
-		// mix seeds 1785 and 5523: a member that does not list the
-		// resigning leader refuses its resign; targeted seeds 13801 and
-		// 18465, under the targeted membership schedule: a leader asked to
-		// remove itself right after its election hands off to members that
-		// do not follow it yet), so they are reported, and only their
-		// absence is an error.
-		t.Logf("hand-offs on a healed network: %d, lost %d (seeds %v)", rep.HandoffsNamed, rep.HandoffsLost, rep.HandoffLostSeeds)
+		// that member leader: a lost one costs an election timeout. Only a
+		// resign too late for any hand-off (its next term already holds a
+		// majority's votes for others) is not counted (handoff.go).
+		t.Logf("hand-offs on a healed network: %d, lost %d (seeds %v); resigns too late for any: %d", rep.HandoffsNamed, rep.HandoffsLost, rep.HandoffLostSeeds, rep.HandoffsSuperseded)
+		if rep.HandoffsLost > 0 {
+			t.Errorf("%d of %d hand-offs on a healed network did not make their successor leader (seeds %v; replay: electhost sim --scenario faults --seed S, with --targeted for that suite)", rep.HandoffsLost, rep.HandoffsNamed, rep.HandoffLostSeeds)
+		}
 		if rep.HandoffsNamed == 0 {
-			t.Errorf("%d of %d hand-offs on a healed network did not make their successor leader (seeds %v)", rep.HandoffsLost, rep.HandoffsNamed, rep.HandoffLostSeeds)
+			t.Error("no hand-off on a healed network: the suite does not exercise them")
 		}
 	}
 	if mode == core.ModeQuorum && (rep.MembershipSeeds < rep.Seeds/2 || rep.ConfigChanges < int64(rep.MembershipSeeds)/2) {
@@ -495,6 +493,38 @@ func TestMembershipSeeds(t *testing.T) {
 		}
 		for _, v := range res.Violations {
 			t.Errorf("seed %d, auth %s: %s", c.seed, c.auth, v)
+		}
+	}
+}
+
+// TestHandoffSeeds replays seeds that lost a hand-off on a healed network
+// (electhost sim --scenario faults --seed S [--targeted] [--membership]).
+// 1785 (fault mix) and 8078 (--membership): members that had just
+// restarted knew no leader of their term and dropped its resign as an
+// unknown leader's; each seed must hand off and lose none. 5523 (fault
+// mix): a leader paused through an election that nobody won resigns into
+// a term where a majority already voted for others; no hand-off can be
+// made there, so it is counted apart (HandoffsSuperseded), not as lost.
+func TestHandoffSeeds(t *testing.T) {
+	for _, c := range []struct {
+		seed                 uint64
+		targeted, membership bool
+		tooLate              bool
+	}{
+		{1785, false, false, false},
+		{8078, false, true, false},
+		{5523, false, false, true},
+	} {
+		res, err := Run(Options{Seed: c.seed, Mode: core.ModeQuorum, Scenario: ScenarioFaults, Targeted: c.targeted, Membership: c.membership})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range res.Violations {
+			t.Errorf("seed %d: %s", c.seed, v)
+		}
+		if res.HandoffsLost != 0 || c.tooLate != (res.HandoffsSuperseded > 0) || !c.tooLate && res.HandoffsNamed == 0 {
+			t.Errorf("seed %d: %d hand-offs on a healed network, %d lost (the first resign at %d ms), %d too late for any (want some: %v)",
+				c.seed, res.HandoffsNamed, res.HandoffsLost, res.HandoffLostAtMs, res.HandoffsSuperseded, c.tooLate)
 		}
 	}
 }
