@@ -717,10 +717,12 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 	// resign is not stale: without it the successor lacks our vote (or the
 	// resigner's) and the hand-off is lost. Taken only while we know no
 	// leader of that term and gave our vote to nobody else in it, and (but
-	// by the successor, as below) from the leader we last acknowledged.
+	// by the successor, as below) from the leader we last acknowledged. A
+	// vote we already gave the successor is sent again: its candidacy may
+	// have restarted since it counted it.
 	a := g.lastAcked
-	late := m.Term+1 == g.term && m.To != "" && g.leader == "" &&
-		(m.To == g.cfg.ID && (g.vote == "" || g.vote == m.To) || g.vote == "" && a.leader == m.From && a.term == m.Term)
+	late := m.Term+1 == g.term && m.To != "" && g.leader == "" && (g.vote == "" || g.vote == m.To) &&
+		(m.To == g.cfg.ID || a.leader == m.From && a.term == m.Term)
 	// A resign of our own term from a leader we have not heard yet (we
 	// restarted, or voted and its first heartbeat is still on its way) is
 	// taken: only that term's leader resigns it, and the vote it asks for

@@ -501,10 +501,15 @@ func TestMembershipSeeds(t *testing.T) {
 // (electhost sim --scenario faults --seed S [--targeted] [--membership]).
 // 1785 (fault mix) and 8078 (--membership): members that had just
 // restarted knew no leader of their term and dropped its resign as an
-// unknown leader's; each seed must hand off and lose none. 5523 (fault
-// mix): a leader paused through an election that nobody won resigns into
-// a term where a majority already voted for others; no hand-off can be
-// made there, so it is counted apart (HandoffsSuperseded), not as lost.
+// unknown leader's; each seed must hand off and lose none. 15239
+// (--targeted --membership): members that had voted for the successor in
+// the next term (its own campaign, which it gave up) dropped the resign,
+// so the successor, a hand-off candidate again, never got their votes
+// back. 5523 (fault mix): a leader paused through an election that nobody
+// won resigns into a term where a majority already voted for others; and
+// 10750 (--targeted --membership): its successor had voted for another in
+// that term. No hand-off can be made there, so such a resign is counted
+// apart (HandoffsSuperseded), not as lost.
 func TestHandoffSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed                 uint64
@@ -514,6 +519,8 @@ func TestHandoffSeeds(t *testing.T) {
 		{1785, false, false, false},
 		{8078, false, true, false},
 		{5523, false, false, true},
+		{10750, true, true, true},
+		{15239, true, true, false},
 	} {
 		res, err := Run(Options{Seed: c.seed, Mode: core.ModeQuorum, Scenario: ScenarioFaults, Targeted: c.targeted, Membership: c.membership})
 		if err != nil {
