@@ -324,3 +324,39 @@ func TestContainDeadlineRenewedWhileStarting(t *testing.T) {
 		t.Fatalf("stop reasons %v, by %v: want one stop, the one requested, not one at the deadline given before the renewal", r, by)
 	}
 }
+
+// TestNoStartAfterDeadline: a shim that runs only after its lease is over
+// (a loaded machine, a slow start) never starts the command; the start is
+// reported as failed, saying why.
+func TestNoStartAfterDeadline(t *testing.T) {
+	mark := newMark(t)
+	h := &attrHandler{}
+	dir := t.TempDir()
+	gate, ran := filepath.Join(dir, "gate"), filepath.Join(dir, "ran")
+	wrapper := filepath.Join(dir, "shim")
+	script := "#!/bin/sh\nwhile [ ! -e " + gate + " ]; do sleep 0.01; done\nexec " + os.Args[0] + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Path: "sh", Args: []string{"-c", "touch " + ran + "; sleep 1000"}, Env: []string{markVar + "=" + mark},
+		Grace: time.Second, Shim: wrapper, Logger: slog.New(h), BackoffMin: time.Hour, BackoffMax: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.SetDeadline(time.Now()) // over by the time the shim runs
+	done := runAsync(t, s, ctx)
+	waitFor(t, "the shim to be starting", 20*time.Second, func() bool { return len(marked(mark)) > 0 })
+	os.WriteFile(gate, nil, 0o644)
+	waitFor(t, "the start to be refused", 20*time.Second, func() bool { return len(h.values("err")) > 0 })
+	if e := h.values("err")[0].String(); !strings.Contains(e, "lease ended before the command could start") {
+		t.Fatalf("start error %q: want the lease's end named", e)
+	}
+	waitFor(t, "the shim to be gone", 20*time.Second, func() bool { return len(marked(mark)) == 0 })
+	if _, err := os.Stat(ran); err == nil {
+		t.Fatal("the command ran after its lease had ended")
+	}
+	cancel()
+	<-done
+}

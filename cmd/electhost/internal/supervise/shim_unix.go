@@ -129,6 +129,27 @@ func shimMain(args []string) int {
 	attr := &syscall.SysProcAttr{Setsid: true}
 	setPdeathsig(attr, syscall.SIGKILL)
 	c.prepare(attr)
+	// Never start the command after its lease, nor once a stop was asked
+	// for: on a loaded machine this process can start long after the agent
+	// decided to run the command (seen: 314 ms after its leadership ended,
+	// while the next leader led). Renewals written meanwhile count.
+	deadline, why := f.deadline, ""
+	for _, line := range ctl.lines() {
+		if d, ok := strings.CutPrefix(line, "d "); ok {
+			deadline, _ = strconv.ParseInt(d, 10, 64)
+		} else if line == "s" || line == "eof" {
+			why = "stopped before the command started"
+		}
+	}
+	if why == "" && deadline != 0 && monoNow() >= deadline {
+		why = "the lease ended before the command could start"
+	}
+	if why != "" {
+		devnull.Close()
+		c.close()
+		report("start-error %s", why)
+		return 125
+	}
 	p, err := os.StartProcess(f.path, f.argv, &os.ProcAttr{Env: os.Environ(), Files: []*os.File{devnull, os.Stdout, os.Stderr}, Sys: attr})
 	if err != nil && c.fallback(attr) {
 		p, err = os.StartProcess(f.path, f.argv, &os.ProcAttr{Env: os.Environ(), Files: []*os.File{devnull, os.Stdout, os.Stderr}, Sys: attr})
@@ -144,7 +165,7 @@ func shimMain(args []string) int {
 	report("contain %s", strings.TrimSpace(string(c.kind())+" "+c.detail()+" "+note))
 	report("sched %s", raisePriority())
 	report("started %d", s.pid)
-	code := s.loop(f.deadline, ctl, sigs)
+	code := s.loop(deadline, ctl, sigs)
 	if s.stopReason != "" {
 		report("stopped %s %t %d %d %d", s.stopReason, s.killed, time.Since(s.stopAt).Milliseconds(), s.termLate, s.killLate)
 	}
