@@ -188,7 +188,7 @@ func TestSimCommand(t *testing.T) {
 }
 
 // TestCLIUserWords: errors name the flag and the fix, never a Go package,
-// a config field or a parser (issue 12, items 6-8).
+// a config field or a parser.
 func TestCLIUserWords(t *testing.T) {
 	tmp := t.TempDir()
 	natsURL, _ := natstest.Start(t)

@@ -7,8 +7,8 @@ import (
 	"github.com/electcore/electcore/core"
 )
 
-// TestReadiness: /readyz is honest about a leader it only remembers
-// (issue 12, item 4): a follower whose leader fell silent beyond the
+// TestReadiness: /readyz is honest about a leader it only remembers: a
+// follower whose leader fell silent beyond the
 // election timeout (a broker outage), or a leader whose lease ran out, is
 // not ready.
 func TestReadiness(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/electcore/electcore/transport/natstest"
 )
 
-// TestE2EMembersGrowShrink (issue 13): a 3-agent group grows to 5 — two
+// TestE2EMembersGrowShrink: a 3-agent group grows to 5 — two
 // agents started with --join, added one at a time through `electhost
 // members add` at a follower and at the leader — and shrinks back to 3 —
 // the leader removed through its own agent (it hands off first), then a
