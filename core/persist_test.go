@@ -7,7 +7,7 @@ import (
 
 // TestPersistGateHoldsDependentPublishes: a failed save keeps the state
 // dirty, and nothing of that group is published, in that batch or any
-// later one, until a save succeeds (issue 9, defect 5). Other groups are
+// later one, until a save succeeds. Other groups are
 // unaffected.
 func TestPersistGateHoldsDependentPublishes(t *testing.T) {
 	var gate PersistGate

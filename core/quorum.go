@@ -83,7 +83,7 @@ func (g *group) preCampaign(e *Engine) {
 // a vote we must not give it, even to ourselves, or we help cut short a lease
 // we vouched for. Every path here checks it, not only CmdCampaign: a
 // pre-candidate that grants another's vote and then completes its own
-// pre-vote in the same batch overlapped two leases (issue 9, defect 1).
+// pre-vote in the same batch overlapped two leases.
 func (g *group) campaign(e *Engine) {
 	if g.inLease(e.now) || g.term >= MaxTerm || !g.voter || g.drained {
 		g.role = RoleFollower
@@ -131,8 +131,8 @@ func (g *group) encodeConfVersion(e *Engine) {
 // our request (it was cast after the request left, and its voter grants
 // nothing else for an election timeout) and that lease is still running. A
 // vote pushed by a resign was cast before we asked: counting it towards a
-// lease from campaignAt overlapped another leader's lease (issue 9, defect
-// 2). Otherwise the lease starts with the first heartbeat a majority acks.
+// lease from campaignAt overlapped another leader's lease.
+// Otherwise the lease starts with the first heartbeat a majority acks.
 func (g *group) becomeLeader(e *Engine) {
 	g.role = RoleLeader
 	// Without a lease yet, CheckQuorum counts from when one may begin.

@@ -17,7 +17,7 @@ import (
 )
 
 // TestE2EResignTransferWatch: the operator's commands against running
-// agents (issue 12, items 1 and 2): `status --watch --json` prints each
+// agents: `status --watch --json` prints each
 // leader change as NDJSON; `electhost resign --to` hands over through the
 // 0600 control socket; a follower refuses; POST /resign over --http needs
 // the token file; a state directory without an agent is exit 3.
@@ -184,7 +184,7 @@ func TestE2EResignTransferWatch(t *testing.T) {
 
 // TestE2ERunOnce: run --once runs the command once when leading, resigns
 // and exits with its exit code (a killed command: 128+signal), like consul
-// lock (issue 12, item 3).
+// lock.
 func TestE2ERunOnce(t *testing.T) {
 	natsURL, _ := natstest.Start(t)
 	for _, c := range []struct {

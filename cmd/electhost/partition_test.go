@@ -123,8 +123,8 @@ func TestE2EPartitionedLeaderStopsCommand(t *testing.T) {
 	if s, err := c.proc(leader).status(); err != nil || s.Role == "leader" || (s.LeaderCommand != nil && s.LeaderCommand.Running) {
 		t.Fatalf("cut-off %s still leads or runs its command: %+v %v", leader, s, err)
 	}
-	// Not ready while cut off: it remembers no current leader (issue 12,
-	// item 4: /readyz stayed 200 with the leader's lease long gone).
+	// Not ready while cut off: it remembers no current leader (before,
+	// /readyz stayed 200 with the leader's lease long gone).
 	if code, body, err := c.proc(leader).get("/readyz"); err != nil || code != 503 {
 		t.Fatalf("cut-off %s: /readyz %d %q %v, want 503", leader, code, body, err)
 	}

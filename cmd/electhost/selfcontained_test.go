@@ -13,7 +13,7 @@ import (
 // TestSelfContainedBinary: the electhost binary, copied into an empty
 // directory and run with no environment at all (no $ELECTCORE_WASM, no
 // module file anywhere near it), runs the demo and the simulator: the module
-// travels inside it (issue 11, item 1).
+// travels inside it.
 func TestSelfContainedBinary(t *testing.T) {
 	needBinary(t)
 	dir := t.TempDir()
