@@ -206,7 +206,20 @@ func TestMembershipGrowShrink(t *testing.T) {
 func TestMembershipRefusals(t *testing.T) {
 	bus := mem.NewBus(mem.Options{})
 	defer bus.Close()
-	tas := startAgents(t, bus, []string{"a", "b", "c"}, "g")
+	// forwarded receives the id of every agent that publishes a forwarded
+	// change request.
+	forwarded := make(chan string, 16)
+	ids := []string{"a", "b", "c"}
+	tas := startAgentsOn(t, func(id string) transport.Transport {
+		return publishTap{bus.Transport(id), func(payload []byte) {
+			if strings.Contains(string(payload), `"type":"change"`) {
+				select {
+				case forwarded <- id:
+				default:
+				}
+			}
+		}}
+	}, ids, fastConfig("", "g", ids))
 	leader := waitLeader(t, tas, nil, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -227,7 +240,7 @@ func TestMembershipRefusals(t *testing.T) {
 		t.Errorf("removing a non-member is already done: %v", err)
 	}
 	// A leader cut off from the others cannot commit a change.
-	bus.Partition([]string{leader.id}, without([]string{"a", "b", "c"}, leader.id))
+	bus.Partition([]string{leader.id}, without(ids, leader.id))
 	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancelShort()
 	err := leader.el.AddMember(short, "z", nil)
@@ -248,10 +261,19 @@ func TestMembershipRefusals(t *testing.T) {
 			break
 		}
 	}
-	bus.Partition([]string{asker.id}, without([]string{"a", "b", "c"}, asker.id))
+	for len(forwarded) > 0 { // forget requests of the partition above
+		<-forwarded
+	}
+	bus.Partition([]string{asker.id}, without(ids, asker.id))
 	res := make(chan error, 1)
 	go func() { res <- asker.el.AddMember(ctx, "y", nil) }()
-	time.Sleep(50 * time.Millisecond)
+	for from := ""; from != asker.id; {
+		select {
+		case from = <-forwarded: // the request went out, into the partition
+		case err := <-res:
+			t.Fatalf("a change asked while cut off from the leader ended before its request was published: %v", err)
+		}
+	}
 	bus.Heal()
 	if err := <-res; err != nil {
 		t.Fatalf("a change whose request was lost: %v", err)
@@ -262,4 +284,18 @@ func TestMembershipRefusals(t *testing.T) {
 	if err := bully[0].el.AddMember(ctx, "q", nil); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "bully") {
 		t.Fatalf("bully add: %v", err)
 	}
+}
+
+// publishTap is a transport that shows every payload it published to seen.
+type publishTap struct {
+	transport.Transport
+	seen func(payload []byte)
+}
+
+func (p publishTap) Publish(ctx context.Context, topic string, payload []byte) error {
+	err := p.Transport.Publish(ctx, topic, payload)
+	if err == nil {
+		p.seen(payload)
+	}
+	return err
 }
