@@ -10,6 +10,7 @@ import (
 	"github.com/electcore/electcore/transport/nats"
 	"github.com/electcore/electcore/transport/natstest"
 	"github.com/electcore/electcore/transport/pilot"
+	"github.com/electcore/electcore/transport/transporttest"
 )
 
 // Full elections over the real transports: three agents elect a leader over
@@ -34,8 +35,7 @@ func TestElectionSurvivesBrokerRestart(t *testing.T) {
 			return tr
 		}, ids, cfg)
 		restartAndAgree(t, tas, func() {
-			stop()
-			time.Sleep(300 * time.Millisecond)
+			outage(t, tas, "the lost connection", func(st transport.Stats) uint64 { return st.Disconnects }, stop)
 			natstest.Restart(t, url)
 		})
 		// Garbage on the subject reaches every agent and is refused by the
@@ -70,8 +70,8 @@ func TestElectionSurvivesBrokerRestart(t *testing.T) {
 			return tr
 		}, ids, pilotCfg)
 		restartAndAgree(t, tas, func() {
-			d.StopBroker("broker")
-			time.Sleep(300 * time.Millisecond)
+			outage(t, tas, "the ended subscription", func(st transport.Stats) uint64 { return st.Resubscribes },
+				func() { d.StopBroker("broker") })
 			d.StartBroker("broker")
 		})
 		// A garbage NDJSON line from pilotctl is refused by the transport,
@@ -123,6 +123,21 @@ func restartAndAgree(t *testing.T, tas []*testAgent, restart func()) {
 		}
 	}
 	t.Logf("after the broker restart: %s leads term %d", after.id, st.Term)
+}
+
+// outage stops the broker and waits until every agent's transport has
+// counted the loss (count grew), so that what follows comes after each
+// agent saw the broker go.
+func outage(t *testing.T, tas []*testAgent, what string, count func(transport.Stats) uint64, stop func()) {
+	t.Helper()
+	before := map[string]uint64{}
+	for _, ta := range tas {
+		before[ta.id] = count(ta.tr.Stats())
+	}
+	stop()
+	for _, ta := range tas {
+		transporttest.WaitFor(t, ta.id+" counting "+what, func() bool { return count(ta.tr.Stats()) > before[ta.id] })
+	}
 }
 
 // garbage injects bad input once and waits until every agent counted it.
