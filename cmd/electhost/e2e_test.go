@@ -448,18 +448,34 @@ func (c *cluster) scenario() {
 	}
 
 	// 5. SIGTERM the leader: it stops its command, resigns, exits 0; the
-	//    hand-off is faster than an election timeout would be.
+	//    others elect its successor by the hand-off, with no election
+	//    timeout: no member starts a campaign of its own (a pre-vote, which
+	//    /status counts in elections). How fast the hand-off is, is logged
+	//    against its design bound, not asserted (a loaded runner misses it).
 	resigner, prevTerm := leader, term
+	campaigns := map[string]uint64{}
+	for _, id := range c.ids {
+		if id == resigner {
+			continue
+		}
+		s, err := c.proc(id).status()
+		if err != nil {
+			t.Fatalf("%s /status: %v", id, err)
+		}
+		campaigns[id] = s.Elections
+	}
 	t0 = time.Now()
 	c.signal(resigner, syscall.SIGTERM)
-	leader, term, _ = c.waitAgreement(resigner, prevTerm+1, 2*c.et+10*time.Second)
-	took = time.Since(t0)
-	t.Logf("hand-off: %s → %s, term %d, %v after SIGTERM", resigner, leader, term, took.Round(time.Millisecond))
+	bound = c.et + 5*c.latency + time.Second
+	leader, term, took = c.waitAgreement(resigner, prevTerm+1, bound+10*time.Second)
+	t.Logf("hand-off: %s → %s, term %d, %v after SIGTERM (design bound %v)", resigner, leader, term, took.Round(time.Millisecond), bound)
 	if code := c.waitExit(resigner, 10*time.Second); code != 0 {
 		t.Fatalf("%s exited %d after SIGTERM, want 0", resigner, code)
 	}
-	if took > c.et+5*c.latency+time.Second {
-		t.Errorf("hand-off took %v: not faster than a timeout-driven election", took)
+	for id, before := range campaigns {
+		if s, err := c.proc(id).status(); err != nil || s.Elections != before {
+			t.Errorf("%s started %d campaigns during the hand-off (%v): the leadership moved by an election timeout, not by the resign", id, s.Elections-before, err)
+		}
 	}
 	// The successor may hand over at once to a better-priority member (the
 	// priority hand-off), before its own command started: then the command
