@@ -125,9 +125,9 @@ func TestTrapMidElection(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			_ = tas[rng.IntN(len(tas))].el.Campaign(ctx)
 		}
-		time.Sleep(time.Duration(rng.IntN(15)) * time.Millisecond)
+		time.Sleep(time.Duration(rng.IntN(15)) * time.Millisecond) // paces the chaos, waits for nothing
 		ta.ag.eng.(*wasmhost.Engine).InjectTrap()
-		time.Sleep(time.Duration(10+rng.IntN(30)) * time.Millisecond)
+		time.Sleep(time.Duration(10+rng.IntN(30)) * time.Millisecond) // likewise
 	}
 	leader := waitLeader(t, tas, nil, "")
 	close(stop)

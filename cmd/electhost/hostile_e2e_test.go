@@ -126,7 +126,9 @@ func TestE2EOwnReplayAfterRestart(t *testing.T) {
 
 // waitUp waits until agent id joined at least d ago (its "joined election"
 // log line): past an agent's start window, a duplicate-id report no longer
-// stops it.
+// stops it. The window is a span of the agent's own clock (dupGuard), so
+// its passing is the cause waited for; d includes an election timeout of
+// margin for the log line's lead on the guard's start.
 func (c *cluster) waitUp(id string, d time.Duration) {
 	c.t.Helper()
 	rec := c.waitLog(id, "joined election", 60*time.Second)
@@ -175,7 +177,7 @@ func TestE2EForgedDuplicateID(t *testing.T) {
 				sawUnready = body
 			}
 		}
-		time.Sleep(et / 2)
+		time.Sleep(et / 2) // paces the stream, waits for nothing
 	}
 	if sawUnready == "" {
 		t.Errorf("a1's /readyz never said another process speaks with its id")

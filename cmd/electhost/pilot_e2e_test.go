@@ -342,7 +342,10 @@ func TestE2EPilotSharedBrokerStallsOnDaemonKill(t *testing.T) {
 	for _, id := range c.ids {
 		c.start(id)
 	}
-	leader, term := c.waitBestLeader(20 * time.Second)
+	// The bounds below are give-up times for causes (the first election,
+	// the broker's block and unblock, the election after it), generous for
+	// a loaded runner; the test asserts only their order.
+	leader, term := c.waitBestLeader(time.Minute)
 	d.KillNode(leader)
 	killed := time.Now()
 	for {
@@ -365,12 +368,14 @@ func TestE2EPilotSharedBrokerStallsOnDaemonKill(t *testing.T) {
 			t.Logf("the broker was blocked until %v after the kill", until.Sub(killed).Round(time.Millisecond))
 			break
 		}
-		if time.Since(killed) > 20*time.Second {
-			t.Fatal("the broker did not block behind the dead subscriber, or never unblocked")
+		// The block needs the survivors' election traffic (after an election
+		// timeout) and lasts 4 s.
+		if time.Since(killed) > time.Minute {
+			t.Fatal("the broker did not block behind the dead subscriber, or never unblocked, within a minute")
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // polls the stand-in and the agents
 	}
-	next, nextTerm, _ := c.waitAgreement(leader, term+1, 20*time.Second)
+	next, nextTerm, _ := c.waitAgreement(leader, term+1, time.Minute)
 	t.Logf("shared broker: %s leads term %d only %v after %s's daemon was killed (blocked 4 s)", next, nextTerm, time.Since(killed).Round(time.Millisecond), leader)
 }
 

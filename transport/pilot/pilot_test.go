@@ -378,7 +378,7 @@ func TestPilotStalledSubscriptionRestarted(t *testing.T) {
 		if m := c.Next(t); string(m.Payload) != fmt.Sprintf("m%d", i) {
 			t.Fatalf("got %q", m.Payload)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // paces the publishes, waits for nothing
 	}
 	if !d.Blocked("b") {
 		t.Fatal("b is not blocked: the test did not exercise the fault")
