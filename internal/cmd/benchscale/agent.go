@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,7 @@ func runAgent(args []string) error {
 	native := fs.Bool("native", false, "run the native core (host.NewNativeAgent) instead of the wasm module")
 	stateDir := fs.String("state-dir", "", "persist state here (default: in memory)")
 	verbose := fs.Bool("v", false, "every 5 s, write the agent's counters and its groups' roles to stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the steady window (between quiet and probe) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -130,8 +132,18 @@ func runAgent(args []string) error {
 	done := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(os.Stdin)
+		profiling := false
 		for sc.Scan() {
-			probing.Store(sc.Text() != "quiet")
+			quiet := sc.Text() == "quiet"
+			probing.Store(!quiet)
+			if *cpuProfile != "" && quiet != profiling {
+				profiling = quiet
+				if quiet {
+					profile(*cpuProfile)
+				} else {
+					pprof.StopCPUProfile()
+				}
+			}
 		}
 		close(done)
 	}()
@@ -183,6 +195,18 @@ func runAgent(args []string) error {
 				return nil // the benchmark is gone
 			}
 		}
+	}
+}
+
+// profile starts a CPU profile into path (stopped by pprof.StopCPUProfile;
+// the file stays open until the process ends, which flushes nothing more).
+func profile(path string) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cpuprofile:", err)
 	}
 }
 

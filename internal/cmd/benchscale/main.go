@@ -71,6 +71,7 @@ type options struct {
 	disk            bool
 	json            bool
 	verbose         bool
+	cpuProfile      string
 }
 
 func run(args []string) error {
@@ -87,6 +88,7 @@ func run(args []string) error {
 	fs.DurationVar(&o.failoverTimeout, "failover-timeout", 60*time.Second, "give up waiting for the killed agent's groups to be led again")
 	fs.BoolVar(&o.disk, "disk", false, "persist the agents' state in files (statestore) instead of memory")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "directory: each agent writes a CPU profile of the steady window to <dir>/<groups>-<core>-<id>.pprof")
 	fs.BoolVar(&o.verbose, "v", false, "agents describe their groups on stderr every 5 s; say which leaders each agent knows if the groups do not settle")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -259,6 +261,9 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 		}
 		if o.verbose {
 			args = append(args, "-v")
+		}
+		if o.cpuProfile != "" {
+			args = append(args, "-cpuprofile", filepath.Join(o.cpuProfile, fmt.Sprintf("%d-%s-%s.pprof", groups, coreName, id)))
 		}
 		if o.disk {
 			args = append(args, "-state-dir", filepath.Join(tmp, id))
