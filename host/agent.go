@@ -151,6 +151,7 @@ type Agent struct {
 	driver core.Driver // applies each Output in the core's order
 	out    core.Output
 	wakeAt int64
+	leases leaseQueue // the lease ends of the leaderships held
 	// the drops last logged (dropped, of them from members) and when
 	dropsLogged, memberDropsLogged uint64
 	dropsLoggedAt                  time.Time
@@ -382,10 +383,8 @@ func (a *Agent) loop() {
 // nextDelay is the time until the core's WakeAt or the first lease to end.
 func (a *Agent) nextDelay() time.Duration {
 	wake := a.wakeAt
-	for _, el := range a.snapshotElections() {
-		if el.leading && el.leaseUntil > 0 && (wake == 0 || el.leaseUntil < wake) {
-			wake = el.leaseUntil
-		}
+	if l := a.leases.next(); l > 0 && (wake == 0 || l < wake) {
+		wake = l
 	}
 	if wake == 0 {
 		return time.Hour
@@ -401,6 +400,13 @@ func (a *Agent) snapshotElections() []*Election {
 		els = append(els, el)
 	}
 	return els
+}
+
+// election is the joined group g, or nil.
+func (a *Agent) election(g string) *Election {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.elections[g]
 }
 
 // step runs one batch. It reports whether input is still pending.
@@ -504,13 +510,6 @@ func (a *Agent) failOrRetry(reqs []*request, err error) {
 
 // apply carries out one Output in the core's order.
 func (a *Agent) apply(out *core.Output, in *core.Input, reqs []*request) {
-	a.mu.Lock()
-	els := make(map[string]*Election, len(a.elections))
-	for g, el := range a.elections {
-		els[g] = el
-	}
-	a.mu.Unlock()
-
 	// The core's order — persist, publish, events — is core.Driver's: a
 	// group whose state could not be saved publishes nothing (now or in a
 	// later batch) until a save succeeds, and a leadership the same Output
@@ -518,7 +517,7 @@ func (a *Agent) apply(out *core.Output, in *core.Input, reqs []*request) {
 	refused := map[uint64]string{} // by request id
 	d := &a.driver
 	d.Save = func(p core.GroupState) error {
-		el := els[p.Group]
+		el := a.election(p.Group)
 		if el == nil {
 			return nil // left in this batch: nothing more is sent for it
 		}
@@ -533,7 +532,7 @@ func (a *Agent) apply(out *core.Output, in *core.Input, reqs []*request) {
 	d.Event = func(ev core.Event) {
 		a.pub.enqueue(pubs)
 		pubs = nil
-		a.event(els[ev.Group], ev, refused)
+		a.event(a.election(ev.Group), ev, refused)
 	}
 	held, err := d.Apply(out)
 	a.pub.enqueue(pubs)
@@ -623,11 +622,8 @@ func requestResult(r *request, refused map[uint64]string) error {
 
 // checkLeases ends leaderships whose lease ran out.
 func (a *Agent) checkLeases() {
-	now := a.clock.NowMs()
-	for _, el := range a.snapshotElections() {
-		if el.leading && el.leaseUntil > 0 && now >= el.leaseUntil {
-			el.stopLeading("lease expired")
-		}
+	for _, el := range a.leases.expired(a.clock.NowMs()) {
+		el.stopLeading("lease expired")
 	}
 }
 
@@ -895,6 +891,7 @@ func (e *Election) becameLeader(term uint64, lease int64) {
 		e.stopLeading("new term")
 	}
 	e.isLeader, e.term, e.leaseUntil = true, term, lease
+	e.a.leases.track(e, lease)
 	if e.cfg.Mode == core.ModeBully || lease > e.a.clock.NowMs() {
 		e.startLeading()
 	}
@@ -905,6 +902,7 @@ func (e *Election) lease(term uint64, until int64) {
 		return
 	}
 	e.leaseUntil = until
+	e.a.leases.track(e, until)
 	if !e.leading && until > e.a.clock.NowMs() {
 		e.startLeading()
 	}
@@ -966,65 +964,61 @@ func (e *Election) leave(reason string) {
 	})
 }
 
-// dispatcher runs callbacks in order on its own goroutine.
+// dispatcher runs an election's callbacks in order, on a goroutine that
+// runs only while some are queued: ten thousand idle elections cost no
+// goroutine (and no stack) each.
 type dispatcher struct {
-	mu     sync.Mutex
-	q      []func()
-	wake   chan struct{}
-	closed bool
+	wg      *sync.WaitGroup
+	mu      sync.Mutex
+	q       []func()
+	running bool
+	closed  bool
 }
 
-// newDispatcher starts a dispatcher counted in wg until it ends (after
-// close, once its queue is empty).
+// newDispatcher returns a dispatcher whose goroutine, while one runs, is
+// counted in wg.
 func newDispatcher(wg *sync.WaitGroup) *dispatcher {
-	d := &dispatcher{wake: make(chan struct{}, 1)}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		d.run()
-	}()
-	return d
+	return &dispatcher{wg: wg}
 }
 
 func (d *dispatcher) do(f func()) {
 	d.mu.Lock()
-	if !d.closed {
-		d.q = append(d.q, f)
+	defer d.mu.Unlock()
+	if d.closed {
+		return
 	}
-	d.mu.Unlock()
-	select {
-	case d.wake <- struct{}{}:
-	default:
+	d.q = append(d.q, f)
+	if !d.running {
+		d.running = true
+		// Added by the caller (the loop, Close, or a callback's own
+		// goroutine), before any wait on wg that must cover it.
+		d.wg.Add(1)
+		go d.run()
 	}
 }
 
+// close drops callbacks queued after it; those queued before still run.
 func (d *dispatcher) close() {
 	d.mu.Lock()
 	d.closed = true
 	d.mu.Unlock()
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
 }
 
 func (d *dispatcher) run() {
-	for range d.wake {
-		for {
-			d.mu.Lock()
-			if len(d.q) == 0 {
-				closed := d.closed
-				d.mu.Unlock()
-				if closed {
-					return
-				}
-				break
-			}
-			f := d.q[0]
-			d.q = d.q[1:]
+	defer d.wg.Done()
+	for {
+		d.mu.Lock()
+		if len(d.q) == 0 {
+			d.running = false
+			d.q = nil // an idle election keeps no array
 			d.mu.Unlock()
-			f()
+			return
 		}
+		f := d.q[0]
+		d.q[0] = nil
+		d.q = d.q[1:]
+		d.mu.Unlock()
+		f()
 	}
 }
 
@@ -1078,20 +1072,57 @@ func (p *publisher) run() {
 				}
 				break
 			}
-			m := p.q[0]
-			p.q = p.q[1:]
+			ms := p.q // everything queued, in one batch
+			p.q = nil
 			p.busy = true
 			p.mu.Unlock()
+			p.send(ms)
+		}
+	}
+}
+
+// send publishes ms in order: a failed message is counted, logged and
+// skipped. A transport that batches (transport.BatchPublisher) gets them
+// together under one deadline (a context and its timer per message cost
+// more than a NATS publish); others one by one, each under its own.
+func (p *publisher) send(ms []core.Message) {
+	failed := func(topic string, err error) {
+		p.a.c.publishErrs.Add(1)
+		p.a.logger.Warn("publish failed", "topic", topic, "err", err)
+	}
+	bp, ok := p.a.cfg.Transport.(transport.BatchPublisher)
+	if !ok {
+		for _, m := range ms {
 			ctx, cancel := context.WithTimeout(p.a.ctx, p.a.cfg.PublishTimeout)
 			err := p.a.cfg.Transport.Publish(ctx, m.Topic, m.Payload)
 			cancel()
 			if err != nil {
-				p.a.c.publishErrs.Add(1)
-				p.a.logger.Warn("publish failed", "topic", m.Topic, "err", err)
+				failed(m.Topic, err)
 			} else {
 				p.a.c.out.Add(1)
 			}
 		}
+		return
+	}
+	batch := make([]transport.Message, len(ms))
+	for i, m := range ms {
+		batch[i] = transport.Message{Topic: m.Topic, Payload: m.Payload}
+	}
+	ctx, cancel := context.WithTimeout(p.a.ctx, p.a.cfg.PublishTimeout)
+	defer cancel()
+	for len(batch) > 0 {
+		n, err := bp.PublishBatch(ctx, batch)
+		n = min(max(n, 0), len(batch))
+		p.a.c.out.Add(uint64(n))
+		if err == nil {
+			return
+		}
+		if n == len(batch) { // all sent yet an error: count it, do not spin
+			failed("", err)
+			return
+		}
+		failed(batch[n].Topic, err)
+		batch = batch[n+1:]
 	}
 }
 

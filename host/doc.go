@@ -41,9 +41,10 @@
 //     self-healing module instance, or core.Engine for NewNativeAgent): it
 //     batches received messages, joins and commands into one step, applies
 //     the output through core.Driver — persist (Store.Save, [StateName])
-//     before publish (Transport.Publish, on a publisher goroutine, in
-//     order), then events → callbacks (in order, on one goroutine per
-//     election) — and sleeps until the next message, the core's WakeAt or a
+//     before publish (on a publisher goroutine, in order, each step's
+//     publishes in one Transport.PublishBatch where the transport has it),
+//     then events → callbacks (in order per election, on a goroutine that
+//     runs only while the election has callbacks queued) — and sleeps until the next message, the core's WakeAt or a
 //     lease's end. When the module traps, the agent carries on with a new
 //     instance restored from the persisted state (OnTrap, Stats.Traps).
 //   - membership.go: [Election.AddMember], [Election.RemoveMember],

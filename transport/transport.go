@@ -35,6 +35,15 @@ type Transport interface {
 	Close() error
 }
 
+// BatchPublisher is implemented by transports that send several messages
+// for about the cost of one: an agent hands each step's publishes over
+// together. PublishBatch publishes ms in order and stops at the first
+// failure, returning how many were sent before it (counted in Stats as
+// Publish counts them).
+type BatchPublisher interface {
+	PublishBatch(ctx context.Context, ms []Message) (sent int, err error)
+}
+
 // Stats are monotonically increasing counters of one Transport.
 type Stats struct {
 	Published     uint64 // Publish calls that succeeded

@@ -35,8 +35,9 @@ type Options struct {
 	// PublishTimeout bounds the flush that makes a new subscription known to
 	// the server. Default 5 s.
 	PublishTimeout time.Duration
-	// PendingLimit is how many undelivered messages a subscription buffers
-	// before dropping (slow consumer). Default 65536.
+	// PendingLimit is how many undelivered messages the transport buffers,
+	// over all its subscriptions, before dropping (slow consumer). Default
+	// 65536.
 	PendingLimit int
 	// OnGap, if set, is called for every active subscription when the
 	// connection is lost (messages published until the reconnect are missed).
@@ -67,7 +68,11 @@ type Transport struct {
 	mu     sync.Mutex
 	closed bool
 	subs   map[*natsSub]struct{}
+	bySub  map[*nats.Subscription]*natsSub
 	wg     sync.WaitGroup
+	// in receives every subscription's messages: one goroutine delivers
+	// them all, so ten thousand subscriptions cost no goroutine each.
+	in chan *nats.Msg
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -109,6 +114,8 @@ func New(opts Options) (*Transport, error) {
 		ctx:    ctx,
 		cancel: cancel,
 		subs:   map[*natsSub]struct{}{},
+		bySub:  map[*nats.Subscription]*natsSub{},
+		in:     make(chan *nats.Msg, opts.PendingLimit),
 	}
 	nopts := []nats.Option{
 		nats.Name(opts.Name),
@@ -129,7 +136,28 @@ func New(opts Options) (*Transport, error) {
 		return nil, fmt.Errorf("cannot reach NATS at %s: %w (%w)", t.url, err, transport.ErrConnectionFailed)
 	}
 	t.nc = nc
+	t.wg.Add(1)
+	go t.dispatch()
 	return t, nil
+}
+
+// dispatch hands each received message to its subscription's deliver, in
+// the order the connection read them, until the transport closes.
+func (t *Transport) dispatch() {
+	defer t.wg.Done()
+	for {
+		select {
+		case m := <-t.in:
+			t.mu.Lock()
+			s := t.bySub[m.Sub]
+			t.mu.Unlock()
+			if s != nil {
+				s.handle(t, m)
+			}
+		case <-t.ctx.Done():
+			return
+		}
+	}
 }
 
 func redactURLs(s string) string {
@@ -260,18 +288,86 @@ func (t *Transport) publish(ctx context.Context, topic string, payload []byte) e
 	return nil
 }
 
+// PublishBatch publishes ms in order (transport.BatchPublisher): the
+// connection's state is checked once, and nats.go's flusher writes what the
+// batch buffered together instead of being woken for every message by a
+// separate Publish call.
+func (t *Transport) PublishBatch(ctx context.Context, ms []transport.Message) (sent int, err error) {
+	if !t.enter() {
+		t.c.PublishErrors.Add(1)
+		return 0, transport.ErrClosed
+	}
+	defer t.wg.Done()
+	fail := func(err error) (int, error) {
+		t.c.Published.Add(uint64(sent))
+		t.c.PublishErrors.Add(1)
+		return sent, err
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	if st := t.nc.Status(); st != nats.CONNECTED {
+		return fail(fmt.Errorf("nats publish: %w (%s, %s)", transport.ErrConnectionFailed, st, t.url))
+	}
+	for _, m := range ms {
+		if m.Topic == "" {
+			return fail(fmt.Errorf("transport: empty topic: %w", transport.ErrInvalidArgument))
+		}
+		if err := t.nc.Publish(Subject(m.Topic), m.Payload); err != nil {
+			return fail(fmt.Errorf("nats publish: %w (%w)", err, transport.ErrConnectionFailed))
+		}
+		sent++
+	}
+	t.c.Published.Add(uint64(sent))
+	return sent, nil
+}
+
 type natsSub struct {
-	topic   string
-	sub     *nats.Subscription // set before it is listed in t.subs
-	deliver func(transport.Message)
-	mu      sync.Mutex // held while delivering; stopped set under it
-	stopped bool
+	topic    string
+	sub      *nats.Subscription // set before it is listed in t.subs
+	deliver  func(transport.Message)
+	mu       sync.Mutex // held while delivering; stopped set under it
+	stopped  bool
+	stopOnce sync.Once
+	after    func() bool // stops the context.AfterFunc that ends it
+}
+
+func (s *natsSub) handle(t *Transport, m *nats.Msg) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return
+	}
+	t.c.Received.Add(1)
+	s.deliver(transport.Message{Topic: s.topic, Payload: m.Data})
+}
+
+// stop ends the subscription once: no deliver call runs after it returns.
+func (t *Transport) stop(s *natsSub) {
+	s.stopOnce.Do(func() {
+		t.mu.Lock()
+		if n, err := s.sub.Dropped(); err == nil {
+			t.c.Dropped.Add(uint64(n)) // counted from here on (Stats)
+		}
+		delete(t.subs, s)
+		delete(t.bySub, s.sub)
+		t.mu.Unlock()
+		s.sub.Unsubscribe()
+		s.mu.Lock()
+		s.stopped = true
+		after := s.after
+		s.mu.Unlock()
+		if after != nil {
+			after() // releases the context.AfterFunc
+		}
+		t.wg.Done()
+	})
 }
 
 // Subscribe subscribes to Subject(topic); the subscription is live on the
 // server when Subscribe returns (it flushes). deliver runs on the
-// subscription's own nats.go goroutine, one message at a time, and never
-// after ctx ends or Close returns.
+// transport's delivering goroutine, one message at a time, and never after
+// ctx ends or Close returns. A subscription costs no goroutine of its own.
 func (t *Transport) Subscribe(ctx context.Context, topic string, deliver func(transport.Message)) error {
 	if topic == "" {
 		return fmt.Errorf("transport: empty topic: %w", transport.ErrInvalidArgument)
@@ -283,20 +379,31 @@ func (t *Transport) Subscribe(ctx context.Context, topic string, deliver func(tr
 		return transport.ErrClosed
 	}
 	s := &natsSub{topic: topic, deliver: deliver}
-	sub, err := t.nc.Subscribe(Subject(topic), func(m *nats.Msg) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.stopped {
-			return
-		}
-		t.c.Received.Add(1)
-		s.deliver(transport.Message{Topic: topic, Payload: m.Data})
-	})
+	// Listed before a message can arrive for it, unless Close came first.
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		t.wg.Done()
+		return transport.ErrClosed
+	}
+	sub, err := t.nc.ChanSubscribe(Subject(topic), t.in)
 	if err != nil {
+		t.mu.Unlock()
 		t.wg.Done()
 		return fmt.Errorf("nats subscribe %s: %w", topic, err)
 	}
-	sub.SetPendingLimits(t.opts.PendingLimit, -1)
+	s.sub = sub
+	t.subs[s] = struct{}{}
+	t.bySub[sub] = s
+	t.mu.Unlock()
+	after := context.AfterFunc(ctx, func() { t.stop(s) })
+	s.mu.Lock()
+	s.after = after
+	stopped := s.stopped
+	s.mu.Unlock()
+	if stopped { // Close stopped it meanwhile
+		after()
+	}
 	// Make the interest known to the server now if connected; if not, nats.go
 	// sends it on reconnect.
 	if t.nc.IsConnected() {
@@ -306,27 +413,6 @@ func (t *Transport) Subscribe(ctx context.Context, topic string, deliver func(tr
 		}
 		cancel()
 	}
-	s.sub = sub
-	t.mu.Lock()
-	t.subs[s] = struct{}{}
-	t.mu.Unlock()
-	go func() {
-		defer t.wg.Done()
-		select {
-		case <-ctx.Done():
-		case <-t.ctx.Done():
-		}
-		t.mu.Lock()
-		if n, err := sub.Dropped(); err == nil {
-			t.c.Dropped.Add(uint64(n)) // counted from here on (Stats)
-		}
-		delete(t.subs, s)
-		t.mu.Unlock()
-		sub.Unsubscribe()
-		s.mu.Lock()
-		s.stopped = true
-		s.mu.Unlock()
-	}()
 	return nil
 }
 
@@ -356,6 +442,15 @@ func (t *Transport) Close() error {
 	t.closed = true
 	t.mu.Unlock()
 	t.cancel()
+	subs := make([]*natsSub, 0, len(t.subs))
+	t.mu.Lock()
+	for s := range t.subs {
+		subs = append(subs, s)
+	}
+	t.mu.Unlock()
+	for _, s := range subs {
+		t.stop(s)
+	}
 	t.wg.Wait()
 	if !already {
 		t.nc.Close()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -178,4 +179,62 @@ func BenchmarkNATSPublish(b *testing.B) {
 		}
 		<-c.C
 	}
+}
+
+// PublishBatch sends every message in order and counts them as Publish
+// would; after Close it fails and sends nothing.
+func TestNATSPublishBatch(t *testing.T) {
+	url, _ := natstest.Start(t)
+	pub, sub := newNATS(t, url), newNATS(t, url)
+	ctx := context.Background()
+	c := transporttest.NewCollector()
+	if err := sub.Subscribe(ctx, "batch", c.Deliver); err != nil {
+		t.Fatal(err)
+	}
+	var ms []transport.Message
+	for i := range 50 {
+		ms = append(ms, transport.Message{Topic: "batch", Payload: []byte(fmt.Sprint(i))})
+	}
+	if n, err := pub.PublishBatch(ctx, ms); n != len(ms) || err != nil {
+		t.Fatalf("PublishBatch = %d, %v", n, err)
+	}
+	for i := range ms {
+		if m := c.Next(t); string(m.Payload) != fmt.Sprint(i) {
+			t.Fatalf("message %d: got %q", i, m.Payload)
+		}
+	}
+	if s := pub.Stats(); s.Published != uint64(len(ms)) {
+		t.Fatalf("stats %+v", s)
+	}
+	pub.Close()
+	if n, err := pub.PublishBatch(ctx, ms); n != 0 || !errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("after close: %d, %v", n, err)
+	}
+}
+
+// Many subscriptions cost no goroutine each (ten thousand groups per
+// agent), and each still gets only its own messages.
+func TestNATSSubscriptionsShareOneGoroutine(t *testing.T) {
+	url, _ := natstest.Start(t)
+	tr := newNATS(t, url)
+	ctx := context.Background()
+	base := runtime.NumGoroutine()
+	const n = 300
+	cs := make([]*transporttest.Collector, n)
+	for i := range cs {
+		cs[i] = transporttest.NewCollector()
+		if err := tr.Subscribe(ctx, fmt.Sprintf("s%d", i), cs[i].Deliver); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g := runtime.NumGoroutine(); g > base+n/10 {
+		t.Fatalf("%d goroutines with %d subscriptions (%d before)", g, n, base)
+	}
+	for _, i := range []int{0, n / 2, n - 1} {
+		tr.Publish(ctx, fmt.Sprintf("s%d", i), []byte(fmt.Sprint(i)))
+		if m := cs[i].Next(t); string(m.Payload) != fmt.Sprint(i) {
+			t.Fatalf("s%d got %q", i, m.Payload)
+		}
+	}
+	cs[1].None(t)
 }

@@ -1,0 +1,127 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/transport"
+)
+
+// quietTransport records subscriptions and publishes and starts no
+// goroutine of its own, so that an agent's goroutines can be counted.
+type quietTransport struct {
+	mu      sync.Mutex
+	subs    map[string]func(transport.Message)
+	batches [][]transport.Message
+	singles int
+}
+
+func (q *quietTransport) Publish(ctx context.Context, topic string, payload []byte) error {
+	q.mu.Lock()
+	q.singles++
+	q.mu.Unlock()
+	return nil
+}
+
+func (q *quietTransport) Subscribe(ctx context.Context, topic string, deliver func(transport.Message)) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.subs == nil {
+		q.subs = map[string]func(transport.Message){}
+	}
+	q.subs[topic] = deliver
+	return nil
+}
+
+func (q *quietTransport) Stats() transport.Stats { return transport.Stats{} }
+func (q *quietTransport) Close() error           { return nil }
+
+// batchTransport is a quietTransport that publishes in batches.
+type batchTransport struct{ quietTransport }
+
+func (b *batchTransport) PublishBatch(ctx context.Context, ms []transport.Message) (int, error) {
+	b.mu.Lock()
+	b.batches = append(b.batches, append([]transport.Message(nil), ms...))
+	b.mu.Unlock()
+	return len(ms), nil
+}
+
+// An idle election costs no goroutine: its callbacks run on one that
+// exists only while some are queued.
+func TestIdleElectionsCostNoGoroutine(t *testing.T) {
+	ctx := context.Background()
+	ag, err := NewNativeAgent(ctx, AgentConfig{Transport: &quietTransport{}, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ag.Close(ctx)
+	base := runtime.NumGoroutine()
+	const n = 200
+	var led atomic.Int32
+	all := make(chan struct{})
+	for i := range n {
+		// A group of one elects itself after its election timeout.
+		_, err := ag.Join(ctx, core.Config{ID: "solo", Group: fmt.Sprintf("g%d", i), Members: []string{"solo"}, HeartbeatMs: 20, ElectionTimeoutMs: 100},
+			Callbacks{OnNewLeader: func(string, uint64) {
+				if led.Add(1) == n {
+					close(all)
+				}
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-all // every election has run a callback
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > base+n/10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines with %d idle elections (%d before they joined)", runtime.NumGoroutine(), n, base)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A step's publishes reach a batching transport together, in the core's
+// order, not one Publish each.
+func TestPublishesGoOutInBatches(t *testing.T) {
+	ctx := context.Background()
+	tr := &batchTransport{}
+	ag, err := NewNativeAgent(ctx, AgentConfig{Transport: tr, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ag.Close(ctx)
+	// Ten groups of two (the other member silent) campaign after the
+	// same timeout, so one step publishes several pre-vote requests.
+	const n = 10
+	for i := range n {
+		if _, err := ag.Join(ctx, core.Config{ID: "a", Group: fmt.Sprintf("g%d", i), Members: []string{"a", "b"}, HeartbeatMs: 20, ElectionTimeoutMs: 100, Seed: 1}, Callbacks{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tr.mu.Lock()
+		singles, big := tr.singles, 0
+		for _, b := range tr.batches {
+			big = max(big, len(b))
+		}
+		tr.mu.Unlock()
+		if singles > 0 {
+			t.Fatalf("%d messages published one by one to a transport that batches", singles)
+		}
+		if big > 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no batch of more than one message")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
