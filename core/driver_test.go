@@ -7,8 +7,9 @@ import (
 )
 
 // TestDriverOrderAndRevokedLeadership: persist before publish before
-// events; a leadership revoked in the same Output is never delivered (issue
-// 9, defect 7c); a failed save holds the group's publishes (defect 5).
+// events; a leadership revoked in the same Output is never delivered (the
+// application would act as leader after losing it); a failed save holds the
+// group's publishes (nothing leaves before it is durable).
 func TestDriverOrderAndRevokedLeadership(t *testing.T) {
 	var log []string
 	fail := false

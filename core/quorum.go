@@ -343,7 +343,7 @@ func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
 	if grant {
 		// Granting defers to that candidate: a pre-candidate stops here, or
 		// its own pre-vote could complete later in this batch and make it
-		// vote for itself inside the window it just opened (defect 1).
+		// vote for itself inside the window it just opened: two leases.
 		g.vote, g.dirty = m.Candidate, true
 		g.role = RoleFollower
 		g.votes = g.votes[:0]
@@ -554,7 +554,7 @@ func (g *group) sendAck(e *Engine, leader string, term, seq, leaderInc uint64) {
 // sendStaleReply tells a leader of an older term ours. It carries no seq
 // and no incarnation, so no leader can take it for an ack: it once echoed
 // the stale heartbeat's seq under our term, which a restarted leader of that
-// term counted towards its lease (defect 3).
+// term counted towards its lease: two leases.
 func (g *group) sendStaleReply(e *Engine, leader string) {
 	e.enc.begin(typeAck, g)
 	e.enc.num("priority", uint64(g.prio))

@@ -89,7 +89,8 @@ func TestTermsNeverWrap(t *testing.T) {
 	}
 }
 
-// Issue 9, defect 7: events say exactly what happened, in a defined order.
+// Events say exactly what happened, with the terms they happened in, in a
+// defined order.
 func TestEventsCarryTheRightTerms(t *testing.T) {
 	t.Run("same leader, new term", func(t *testing.T) {
 		n := newTestNet(t, ModeQuorum, "a", "b", "c")
@@ -159,7 +160,7 @@ func TestEventsCarryTheRightTerms(t *testing.T) {
 	})
 }
 
-// Issue 12, item 5: two processes with one ID vote twice. Every message
+// Two processes with one ID vote twice. Every message
 // carries its sender's incarnation; the core reports another process
 // speaking with this agent's ID, and a member heard from two incarnations
 // at once, but not a member that restarted.

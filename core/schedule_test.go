@@ -66,9 +66,10 @@ import (
 // reported.
 // What it can catch, measured by mutating the core: refusing no votes
 // outside leadership (inLease true only for a leader) fails within ~200
-// schedules. Issue 9's defects 1 and 2 and a lease stretched to the whole
-// election timeout were NOT found in 10,000 schedules: their interleavings
-// are too narrow for undirected scheduling. The golden transcripts
+// schedules. A pre-candidate voting for itself inside the window its grant
+// opened, a lease anchored on a vote pushed by a resign, and a lease
+// stretched to the whole election timeout were NOT found in 10,000
+// schedules: their interleavings are too narrow for undirected scheduling. The golden transcripts
 // (testdata/transcripts/defect_*.txt) pin those, and core/sim's targeted
 // search (drift at opposite extremes, late single messages) hunts for the
 // next ones.

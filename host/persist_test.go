@@ -35,8 +35,9 @@ func (s *flakyStore) Save(name string, b []byte) error {
 func (s *flakyStore) Load(name string) ([]byte, error) { return s.mem.Load(name) }
 
 // TestSaveFailureHoldsPublishes: while the store fails, the agent publishes
-// nothing of the group — not in the failing batch, not in later ones (issue
-// 9, defect 5) — and once a save succeeds it resumes, its state durable.
+// nothing of the group — not in the failing batch, not in later ones: a
+// vote or claim must never leave before it is durable — and once a save
+// succeeds it resumes, its state durable.
 func TestSaveFailureHoldsPublishes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
