@@ -11,6 +11,8 @@ package wasmrt
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"time"
 
 	"github.com/electcore/electcore/host"
 	"github.com/electcore/electcore/internal/wasmhost"
@@ -23,12 +25,35 @@ const NoDiskCache = wasmhost.NoDiskCache
 // does not exist.
 var ErrNoModule = wasmhost.ErrNoModule
 
-// Config configures NewRuntime: WasmPath, Wasm, CacheDir,
-// MemoryLimitPages, CallTimeout, Logger (go doc
-// github.com/electcore/electcore/internal/wasmhost.Config tells each
-// field's meaning). The zero value works anywhere: the module is built into
-// the program.
-type Config = wasmhost.Config
+// Config configures NewRuntime. The zero value works anywhere: the module
+// is built into the program.
+type Config struct {
+	// WasmPath names a module file to load instead of the built-in one. ""
+	// means $ELECTCORE_WASM, and if that is unset too, the built-in module.
+	// A named file that is missing is an error, never silently replaced.
+	WasmPath string
+	// Wasm, if set, is the module itself and WasmPath is ignored.
+	Wasm []byte
+	// CacheDir holds wazero's compilation cache. "" means
+	// os.UserCacheDir()/electcore/wazero, or memory (logged) if that cannot
+	// be created; a directory named here that cannot is an error. NoDiskCache
+	// ("-") keeps it in memory. Within one process the cache (and so the
+	// compiled code) is shared by every Runtime with the same CacheDir.
+	CacheDir string
+	// MemoryLimitPages bounds each instance's linear memory in 64 KiB pages
+	// (0: 1024 pages, 64 MiB; a fresh instance uses ~40, 10,000 groups fit
+	// in ~300: host/BENCHMARKS.md). The memory is reserved up front but only
+	// touched pages cost RAM.
+	MemoryLimitPages uint32
+	// CallTimeout is the deadline of every call into the module (0: 1 s; a
+	// step takes microseconds, so it only catches a runaway module). A call
+	// that overruns it is stopped where it is (within a few hundred µs) and
+	// its instance replaced, like a trap.
+	CallTimeout time.Duration
+	// Logger receives the runtime's and its agents' logs (nil: none, like
+	// client-go; the library never writes to slog.Default()).
+	Logger *slog.Logger
+}
 
 // Runtime is the compiled electcore module, ready to run agents. Create one
 // per process (NewRuntime), then any number of agents (NewAgent). It is safe
@@ -43,7 +68,7 @@ type Runtime struct {
 // the one built into the program) and compiles it, from the compilation
 // cache when it can.
 func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
-	w, err := wasmhost.NewRuntime(ctx, cfg)
+	w, err := wasmhost.NewRuntime(ctx, wasmhost.Config(cfg))
 	if err != nil {
 		return nil, err
 	}

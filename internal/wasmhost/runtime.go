@@ -34,35 +34,16 @@ const (
 	NoDiskCache = "-"
 )
 
-// Config configures NewRuntime. Programs name it wasmrt.Config (an alias:
-// one type). The zero value works anywhere: the module is built into the
-// program.
+// Config configures NewRuntime. It is field for field host/wasmrt.Config,
+// which documents each field: wasmrt converts one into the other, so the
+// compiler keeps them equal.
 type Config struct {
-	// WasmPath names a module file to load instead of the built-in one. ""
-	// means $ELECTCORE_WASM, and if that is unset too, the built-in module.
-	// A named file that is missing is an error, never silently replaced.
-	WasmPath string
-	// Wasm, if set, is the module itself and WasmPath is ignored.
-	Wasm []byte
-	// CacheDir holds wazero's compilation cache. "" means
-	// os.UserCacheDir()/electcore/wazero, or memory (logged) if that cannot
-	// be created; a directory named here that cannot is an error. NoDiskCache
-	// ("-") keeps it in memory. Within one process the cache (and so the
-	// compiled code) is shared by every Runtime with the same CacheDir.
-	CacheDir string
-	// MemoryLimitPages bounds each instance's linear memory in 64 KiB pages
-	// (0: 1024 pages, 64 MiB; a fresh instance uses ~40, 10,000 groups fit
-	// in ~300: BENCHMARKS.md). The memory is reserved up front but only
-	// touched pages cost RAM.
+	WasmPath         string
+	Wasm             []byte
+	CacheDir         string
 	MemoryLimitPages uint32
-	// CallTimeout is the deadline of every call into the module (0: 1 s; a
-	// step takes microseconds, so it only catches a runaway module). A call
-	// that overruns it is stopped where it is (within a few hundred µs) and
-	// its instance replaced, like a trap.
-	CallTimeout time.Duration
-	// Logger receives the runtime's and its agents' logs (nil: none, like
-	// client-go; the library never writes to slog.Default()).
-	Logger *slog.Logger
+	CallTimeout      time.Duration
+	Logger           *slog.Logger
 }
 
 // Runtime is a compiled electcore module, ready to instantiate. Create one per
