@@ -266,29 +266,62 @@ member, or has not acknowledged the leader's configuration yet); 2 bad flags;
 	return c
 }
 
+// localCall is a verb the agent running on this machine carries out: the
+// agent located by group, id and stateDir (localAgent), the request sent
+// with method to path on its control socket, the answer decoded into rep
+// and, with jsonOut, printed as JSON. wait bounds the call. A refusal
+// (rep's "ok" false) exits with refusedCode(HTTP status), or 1 if that is
+// nil; it is printed as the answer's error unless jsonOut printed it
+// already. what is the action, for callControl ("make it resign").
+type localCall struct {
+	group, id, stateDir string
+	method, path        string
+	req                 any
+	what                string
+	wait                time.Duration
+	jsonOut             bool
+	refusedCode         func(status int) int
+}
+
+// do carries out c, the answer in rep (a pointer to a reply with "ok" and
+// "error").
+func (c localCall) do(cmd *cobra.Command, rep interface{ refusal() (bool, string) }) error {
+	id, stateDir, err := localAgent(c.group, c.id, c.stateDir)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), c.wait)
+	defer cancel()
+	status, err := callControl(ctx, filepath.Join(stateDir, controlSocketName), id, c.method, c.path, c.req, rep, c.what)
+	if err != nil {
+		return err
+	}
+	if c.jsonOut {
+		json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+	}
+	ok, msg := rep.refusal()
+	if ok {
+		return nil
+	}
+	code := exitFailure
+	if c.refusedCode != nil {
+		code = c.refusedCode(status)
+	}
+	if c.jsonOut {
+		return quietError{code: code}
+	}
+	return &exitError{code: code, err: errors.New(msg)}
+}
+
+func (r *resignReply) refusal() (bool, string) { return r.OK, r.Error }
+
 // resignVerb carries out resign and transfer through the local agent's
 // control socket.
 func resignVerb(cmd *cobra.Command, group, id, stateDir, to string, jsonOut bool, done string) error {
-	var err error
-	if id, stateDir, err = localAgent(group, id, stateDir); err != nil {
-		return err
-	}
-	sock := filepath.Join(stateDir, controlSocketName)
-	ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
-	defer cancel()
 	var rep resignReply
-	if _, err := callControl(ctx, sock, id, http.MethodPost, "/resign", resignRequest{Group: group, To: to}, &rep, "make it resign"); err != nil {
+	if err := (localCall{group: group, id: id, stateDir: stateDir, method: http.MethodPost, path: "/resign",
+		req: resignRequest{Group: group, To: to}, what: "make it resign", wait: time.Minute, jsonOut: jsonOut}).do(cmd, &rep); err != nil {
 		return err
-	}
-	if jsonOut {
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.Encode(rep)
-	}
-	if !rep.OK {
-		if jsonOut {
-			return quietError{code: exitFailure}
-		}
-		return errors.New(rep.Error)
 	}
 	if !jsonOut {
 		if rep.Leader != "" {

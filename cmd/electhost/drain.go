@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"time"
 
 	"github.com/electcore/electcore/core"
@@ -127,6 +126,8 @@ func (c *controller) drainHandler() http.HandlerFunc {
 	}
 }
 
+func (r *drainReply) refusal() (bool, string) { return r.OK, r.Error }
+
 func newDrainCmd(on bool) *cobra.Command {
 	var group, id, stateDir string
 	var jsonOut bool
@@ -157,25 +158,10 @@ state directory.`
 		Long:  long,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var err error
-			if id, stateDir, err = localAgent(group, id, stateDir); err != nil {
-				return err
-			}
-			sock := filepath.Join(stateDir, controlSocketName)
-			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
-			defer cancel()
 			var rep drainReply
-			if _, err := callControl(ctx, sock, id, http.MethodPost, "/drain", drainRequest{Group: group, Drain: on}, &rep, use+" it"); err != nil {
+			if err := (localCall{group: group, id: id, stateDir: stateDir, method: http.MethodPost, path: "/drain",
+				req: drainRequest{Group: group, Drain: on}, what: use + " it", wait: time.Minute, jsonOut: jsonOut}).do(cmd, &rep); err != nil {
 				return err
-			}
-			if jsonOut {
-				json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
-			}
-			if !rep.OK {
-				if jsonOut {
-					return quietError{code: exitFailure}
-				}
-				return errors.New(rep.Error)
 			}
 			if jsonOut {
 				return nil

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -180,6 +179,8 @@ func controlClient(sock string) *http.Client {
 	}}}
 }
 
+func (r *membersReply) refusal() (bool, string) { return r.OK, r.Error }
+
 // callControl sends req (JSON; nil: no body) with method to path on the
 // agent's control socket and decodes the answer into rep, returning its
 // HTTP status; what is the action, for controlError ("make it resign").
@@ -251,33 +252,18 @@ made is not asked for again).`,
 
 	call := func(cmd *cobra.Command, method string, body any, wait time.Duration) (membersReply, error) {
 		var rep membersReply
-		var err error
-		if id, stateDir, err = localAgent(group, id, stateDir); err != nil {
-			return rep, err
-		}
-		sock := filepath.Join(stateDir, controlSocketName)
-		ctx, cancel := context.WithTimeout(cmd.Context(), wait+10*time.Second)
-		defer cancel()
-		status, err := callControl(ctx, sock, id, method, "/members?group="+group, body, &rep, "change the members")
-		if err != nil {
-			return rep, err
-		}
-		if jsonOut {
-			json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
-		}
-		if rep.OK {
-			return rep, nil
-		}
-		code := exitFailure
-		if rep.TimedOut {
-			code = exitTimeout
-		} else if status == http.StatusBadRequest {
-			code = exitUsage
-		}
-		if jsonOut {
-			return rep, quietError{code: code}
-		}
-		return rep, &exitError{code: code, err: errors.New(rep.Error)}
+		err := localCall{group: group, id: id, stateDir: stateDir, method: method, path: "/members?group=" + group,
+			req: body, what: "change the members", wait: wait + 10*time.Second, jsonOut: jsonOut,
+			refusedCode: func(status int) int {
+				switch {
+				case rep.TimedOut:
+					return exitTimeout
+				case status == http.StatusBadRequest:
+					return exitUsage
+				}
+				return exitFailure
+			}}.do(cmd, &rep)
+		return rep, err
 	}
 
 	change := func(op string) *cobra.Command {

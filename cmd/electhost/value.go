@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -92,6 +90,8 @@ func (c *controller) proclaimHandler(needToken bool) http.HandlerFunc {
 	}
 }
 
+func (r *proclaimReply) refusal() (bool, string) { return r.OK, r.Error }
+
 func newProclaimCmd() *cobra.Command {
 	var group, id, stateDir, value string
 	var jsonOut bool
@@ -128,25 +128,10 @@ that state directory.`,
 			if err := core.CheckValue(value); err != nil {
 				return usageErrorf("--value: %s", strings.TrimPrefix(err.Error(), "value: "))
 			}
-			var err error
-			if id, stateDir, err = localAgent(group, id, stateDir); err != nil {
-				return err
-			}
-			sock := filepath.Join(stateDir, controlSocketName)
-			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
-			defer cancel()
 			var rep proclaimReply
-			if _, err := callControl(ctx, sock, id, http.MethodPost, "/proclaim", proclaimRequest{Group: group, Value: value}, &rep, "make it proclaim"); err != nil {
+			if err := (localCall{group: group, id: id, stateDir: stateDir, method: http.MethodPost, path: "/proclaim",
+				req: proclaimRequest{Group: group, Value: value}, what: "make it proclaim", wait: time.Minute, jsonOut: jsonOut}).do(cmd, &rep); err != nil {
 				return err
-			}
-			if jsonOut {
-				json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
-			}
-			if !rep.OK {
-				if jsonOut {
-					return quietError{code: exitFailure}
-				}
-				return errors.New(rep.Error)
 			}
 			if !jsonOut {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s proclaimed %q in %s (term %d, version %d)\n", rep.ID, rep.Value, rep.Group, rep.Term, rep.Version)
