@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/transport/natstest"
 )
 
 // startAuthAgent launches `electhost run` for id with ed25519 authentication
@@ -85,9 +84,7 @@ func (c *cluster) keygen() (map[string]string, string) {
 // published on the group's subject. Every agent refuses them, and the leader
 // and the term stay as they were.
 func TestE2EAuth(t *testing.T) {
-	url, _ := natstest.Start(t)
-	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil,
-		100*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond)
+	c, url := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	c.group = "e2e-auth"
 	keys, membersFile := c.keygen()
 	dir := t.TempDir()

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/transport/natstest"
 )
 
 // TestE2EForgedConfigIndex: with authentication off, one forged config in
@@ -20,14 +19,10 @@ import (
 // down, so the next leader's re-stamp supersedes the forgery: a change
 // commits, is undone, and a hand-off makes its successor leader.
 func TestE2EForgedConfigIndex(t *testing.T) {
-	url, _ := natstest.Start(t)
-	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil,
-		100*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond)
+	c, url := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	c.group = "e2e-conf-index"
 	f := newForger(t, url, c.group)
-	for _, id := range c.ids {
-		c.start(id)
-	}
+	c.startAll()
 	leader, term, _ := c.waitAgreement("", 1, 60*time.Second)
 	stateDir := func(id string) string { return filepath.Join(c.root, "state-"+id) }
 	statusOf := func(id string) statusJSON {

@@ -95,9 +95,7 @@ func TestE2EContainKill9(t *testing.T) {
 			c := newCluster(t, 3, []string{"--broker", natsURL, "--containment", string(contain)}, nil, hb, et, 20*time.Millisecond)
 			c.group = "contain-" + string(contain)
 			c.command = []string{"sh", "-c", treeScript, os.Args[0]}
-			for _, id := range c.ids {
-				c.start(id)
-			}
+			c.startAll()
 			leader, term := c.waitBestLeader(30 * time.Second)
 			oldTerm := strconv.FormatUint(term, 10)
 			// The whole tree runs: the shell, two sleeps, the setsid'd shell

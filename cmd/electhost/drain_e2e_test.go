@@ -8,8 +8,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/electcore/electcore/transport/natstest"
 )
 
 // TestE2ETransferDrainStay: leadership goes where the operator puts it, and
@@ -26,9 +24,8 @@ import (
 //     does not get leadership back while watched (past the calm), and when the leader is
 //     killed does not campaign: a3 is elected. undrain gives it back.
 func TestE2ETransferDrainStay(t *testing.T) {
-	natsURL, _ := natstest.Start(t)
 	hb, et := 100*time.Millisecond, 600*time.Millisecond
-	c := newCluster(t, 3, []string{"--broker", natsURL}, nil, hb, et, 20*time.Millisecond)
+	c, _ := newNATSCluster(t, hb, et)
 	prio := map[string]string{"a1": "30", "a2": "20", "a3": "10"}
 	start := func(id string) { c.startWith(id, c.ids, "--priority", prio[id]) }
 	for _, id := range c.ids {
@@ -205,9 +202,8 @@ func (c *cluster) agreed() (leader string, term uint64, ok bool, view string) {
 // electcore_unhealthy say why. Its check passes again: leadership comes
 // back to a1 by priority, but only after the calm (no churn).
 func TestE2EHealthCheckHandsOver(t *testing.T) {
-	natsURL, _ := natstest.Start(t)
 	hb, et := 100*time.Millisecond, 600*time.Millisecond
-	c := newCluster(t, 3, []string{"--broker", natsURL}, nil, hb, et, 20*time.Millisecond)
+	c, _ := newNATSCluster(t, hb, et)
 	prio := map[string]string{"a1": "30", "a2": "20", "a3": "10"}
 	sick := func(id string) string { return filepath.Join(c.root, "sick-"+id) }
 	for _, id := range c.ids {

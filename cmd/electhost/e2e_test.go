@@ -80,6 +80,22 @@ func newCluster(t *testing.T, n int, transport, env []string, hb, et, latency ti
 	return c
 }
 
+// newNATSCluster is the usual end-to-end setup: an embedded NATS server
+// and three agents over it at heartbeat hb and election timeout et (one-way
+// latency bound 20 ms). It returns the cluster and the server's URL.
+func newNATSCluster(t *testing.T, hb, et time.Duration) (*cluster, string) {
+	t.Helper()
+	url, _ := natstest.Start(t)
+	return newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil, hb, et, 20*time.Millisecond), url
+}
+
+// startAll starts every agent of the cluster.
+func (c *cluster) startAll() {
+	for _, id := range c.ids {
+		c.start(id)
+	}
+}
+
 func tail(b []byte, n int) []byte {
 	if len(b) > n {
 		return b[len(b)-n:]
@@ -361,9 +377,7 @@ func (c *cluster) waitExit(id string, within time.Duration) int {
 // never runs twice at once.
 func (c *cluster) scenario() {
 	t := c.t
-	for _, id := range c.ids {
-		c.start(id)
-	}
+	c.startAll()
 	// 1. First election (process start-up and module loading included),
 	// and the hand-off to the best-priority member if another won: no
 	// planned change may come while status listens below.
@@ -500,9 +514,7 @@ func (c *cluster) scenario() {
 }
 
 func TestE2ENATS(t *testing.T) {
-	url, _ := natstest.Start(t)
-	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil,
-		100*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond)
+	c, _ := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	c.scenario()
 }
 

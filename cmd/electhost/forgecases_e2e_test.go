@@ -15,9 +15,7 @@ import (
 // far newer version must not take the group: the members keep their
 // configuration, a leader, and take a membership change after it.
 func TestE2EForgedConfigFromOutsider(t *testing.T) {
-	url, _ := natstest.Start(t)
-	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil,
-		100*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond)
+	c, url := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	c.group = "e2e-forgedconfig"
 	f := newForger(t, url, c.group)
 	founders := append([]string(nil), c.ids...)

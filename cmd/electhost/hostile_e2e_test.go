@@ -50,9 +50,7 @@ func (c *cluster) replayedNow(id string) uint64 {
 // (incarnation OLD, ours NEW)"); after a restart of every agent, a replayed
 // capture stopped all three.
 func TestE2EOwnReplayAfterRestart(t *testing.T) {
-	url, _ := natstest.Start(t)
-	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil,
-		100*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond)
+	c, url := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	c.group = "e2e-replay"
 	keys, membersFile := c.keygen()
 	f := newForger(t, url, c.group)
@@ -145,14 +143,11 @@ func (c *cluster) waitUp(id string, d time.Duration) {
 // sustained stream at one. Before, the first message made its target exit 5
 // ("another process speaks as a1"), and two stopped a majority.
 func TestE2EForgedDuplicateID(t *testing.T) {
-	url, _ := natstest.Start(t)
 	hb, et := 100*time.Millisecond, 600*time.Millisecond
-	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil, hb, et, 20*time.Millisecond)
+	c, url := newNATSCluster(t, hb, et)
 	c.group = "e2e-forged-dup"
 	f := newForger(t, url, c.group)
-	for _, id := range c.ids {
-		c.start(id)
-	}
+	c.startAll()
 	leader, term := c.waitBestLeader(90 * time.Second)
 	for _, id := range c.ids {
 		c.waitUp(id, startWindow*et+et)

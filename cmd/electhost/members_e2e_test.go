@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/electcore/electcore/transport/natstest"
 )
 
 // TestE2EMembersGrowShrink: a 3-agent group grows to 5 — two
@@ -24,9 +22,8 @@ import (
 // ready, and say so in their logs; one restarted with its old flags keeps
 // the configuration it persisted.
 func TestE2EMembersGrowShrink(t *testing.T) {
-	url, _ := natstest.Start(t)
 	hb, et := 100*time.Millisecond, 600*time.Millisecond
-	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil, hb, et, 20*time.Millisecond)
+	c, _ := newNATSCluster(t, hb, et)
 	founders := slices.Clone(c.ids)
 	for _, id := range founders {
 		c.start(id)
@@ -198,9 +195,7 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool,
 // the file `electhost keygen --id` printed distributes it, and the new
 // agent, which knew only the founders' keys, becomes a voting member.
 func TestE2EMembersEd25519(t *testing.T) {
-	url, _ := natstest.Start(t)
-	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil,
-		100*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond)
+	c, _ := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	dir := t.TempDir()
 	var founders strings.Builder
 	keygen := func(id string) (keyFile, line string) {

@@ -8,8 +8,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/electcore/electcore/transport/natstest"
 )
 
 // onceAgent is an `electhost run --once` process whose stderr goes to a file.
@@ -99,8 +97,7 @@ func TestE2ERunOnceWaitingVisibly(t *testing.T) {
 		}
 		oneErrorLine(t, stderr, c.want)
 	}
-	natsURL, _ := natstest.Start(t)
-	c := newCluster(t, 3, []string{"--broker", natsURL}, nil, 100*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond)
+	c, _ := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	keepers := c.ids[:2]
 	job := c.ids[2]
 	for _, id := range keepers {

@@ -22,9 +22,8 @@ import (
 // 0600 control socket; a follower refuses; POST /resign over --http needs
 // the token file; a state directory without an agent is exit 3.
 func TestE2EResignTransferWatch(t *testing.T) {
-	natsURL, _ := natstest.Start(t)
 	hb, et := 100*time.Millisecond, 600*time.Millisecond
-	c := newCluster(t, 3, []string{"--broker", natsURL}, nil, hb, et, 20*time.Millisecond)
+	c, natsURL := newNATSCluster(t, hb, et)
 	// a1 outranks the others: whoever wins first hands over to it after two
 	// election timeouts of steady contact, so the test starts from a1's
 	// leadership, which nothing but the operator moves (default priorities
@@ -223,12 +222,9 @@ func TestE2ERunOnce(t *testing.T) {
 // was running first keeps running and says so; the group keeps its leader.
 // Before, whichever heard the other stopped: sometimes both.
 func TestE2EDuplicateID(t *testing.T) {
-	natsURL, _ := natstest.Start(t)
 	hb, et := 100*time.Millisecond, 600*time.Millisecond
-	c := newCluster(t, 3, []string{"--broker", natsURL}, nil, hb, et, 20*time.Millisecond)
-	for _, id := range c.ids {
-		c.start(id)
-	}
+	c, natsURL := newNATSCluster(t, hb, et)
+	c.startAll()
 	c.waitAgreement("", 1, 60*time.Second)
 	dupID := c.ids[0]
 	orig := c.proc(dupID)

@@ -87,9 +87,7 @@ func TestE2EPilot(t *testing.T) {
 // node are abandoned at their deadline and backed off.
 func TestE2EPilotLeaderDaemonKilled(t *testing.T) {
 	c, d := newPilotClusterTimed(t, pilotFaults("a1", "a2", "a3"), "a1,a2,a3", pilotDefHB, pilotDefET)
-	for _, id := range c.ids {
-		c.start(id)
-	}
+	c.startAll()
 	// The best-priority member's leadership: another's hands over to it,
 	// and a test killing the first leader's daemon raced that hand-off.
 	leader, term := c.waitBestLeader(time.Minute)
@@ -180,9 +178,7 @@ func (c *cluster) expectFailover(lost string, term uint64, what string) (string,
 // the leader and term must not change. It returns the leader.
 func (c *cluster) noSpuriousElection(restarts float64) string {
 	t := c.t
-	for _, id := range c.ids {
-		c.start(id)
-	}
+	c.startAll()
 	// A leader that is not the best-priority member hands over to it: a
 	// planned change, not a spurious one. Watch from when the best leads.
 	leader, term := c.waitBestLeader(time.Minute)
@@ -339,9 +335,7 @@ func TestE2EPilotSharedBrokerStallsOnDaemonKill(t *testing.T) {
 	opts := pilotFaults("b", "a1", "a2", "a3")
 	opts.ResetEvery, opts.DeadSubscriberWindow, opts.DeadSubscriberBlock = 0, 2, 4*time.Second
 	c, d := newPilotCluster(t, opts, "b")
-	for _, id := range c.ids {
-		c.start(id)
-	}
+	c.startAll()
 	// The bounds below are give-up times for causes (the first election,
 	// the broker's block and unblock, the election after it), generous for
 	// a loaded runner; the test asserts only their order.
@@ -393,9 +387,7 @@ func TestE2EPilotSharedBrokerStallsOnDaemonKill(t *testing.T) {
 func TestE2EPilotRestartedNodeCutOff(t *testing.T) {
 	c, d := newPilotClusterTimed(t, pilotstandin.Options{Hosts: []string{"a1", "a2", "a3"}}, "a1,a2,a3",
 		core.DefaultHeartbeatMs*time.Millisecond, core.DefaultElectionTimeoutMs*time.Millisecond)
-	for _, id := range c.ids {
-		c.start(id)
-	}
+	c.startAll()
 	leader, term, _ := c.waitAgreement("", 1, 30*time.Second)
 	cut := c.ids[0]
 	if cut == leader {

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
-	"github.com/electcore/electcore/transport/natstest"
 )
 
 // TestE2ETermFlood: acks addressed to each member, forged far ahead, once
@@ -14,14 +13,10 @@ import (
 // as far ahead as is accepted — moves terms by about 16 a message, and the
 // group elects again after it.
 func TestE2ETermFlood(t *testing.T) {
-	url, _ := natstest.Start(t)
-	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil,
-		100*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond)
+	c, url := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	c.group = "e2e-term-flood"
 	f := newForger(t, url, c.group)
-	for _, id := range c.ids {
-		c.start(id)
-	}
+	c.startAll()
 	_, term, _ := c.waitAgreement("", 1, 60*time.Second)
 	ack := func(i int, ahead uint64) []byte {
 		to, from := c.ids[i%3], c.ids[(i+1)%3]

@@ -10,7 +10,6 @@ import (
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
 	"github.com/electcore/electcore/statestore"
-	"github.com/electcore/electcore/transport/natstest"
 )
 
 // TestE2ETermSpentRecovery: a group whose every member is at MaxTerm (state
@@ -18,9 +17,7 @@ import (
 // a log line, /readyz, a metric — and comes back with the documented
 // recovery: stop every agent, reset-state each, start them again.
 func TestE2ETermSpentRecovery(t *testing.T) {
-	url, _ := natstest.Start(t)
-	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil,
-		100*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond)
+	c, _ := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	stateDir := func(id string) string { return filepath.Join(c.root, "state-"+id) }
 	for _, id := range c.ids {
 		store, err := statestore.Open(stateDir(id))
@@ -51,9 +48,7 @@ func TestE2ETermSpentRecovery(t *testing.T) {
 			t.Fatalf("reset-state %s: exit %d\n%s%s", id, code, out, stderr)
 		}
 	}
-	for _, id := range c.ids {
-		c.start(id)
-	}
+	c.startAll()
 	leader, term, took := c.waitAgreement("", 1, 30*time.Second)
 	t.Logf("after reset-state: %s leads term %d, %v after the restart", leader, term, took)
 }

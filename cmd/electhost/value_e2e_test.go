@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/electcore/electcore/transport/natstest"
 )
 
 // TestE2ELeaderValue: the leader value with real processes over an
@@ -26,9 +24,8 @@ import (
 //   - kill -9 of the leader: the new leader's value replaces it everywhere,
 //     and its command gets its own value.
 func TestE2ELeaderValue(t *testing.T) {
-	natsURL, _ := natstest.Start(t)
 	hb, et := 100*time.Millisecond, 600*time.Millisecond
-	c := newCluster(t, 3, []string{"--broker", natsURL}, nil, hb, et, 20*time.Millisecond)
+	c, natsURL := newNATSCluster(t, hb, et)
 	// The command records what it was given, then runs until stopped.
 	c.command = []string{"sh", "-c", `printf '%s %s %s\n' "$ELECT_TERM" "$ELECT_ID" "$ELECT_VALUE" >> "$ELECTHOST_TEST_DIR/values"; exec sleep 1000`}
 	addr := func(id string) string { return "http://" + id + ".example:8080/x?a=\"b\"" }

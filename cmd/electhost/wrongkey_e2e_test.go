@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/electcore/electcore/transport/natstest"
 )
 
 // TestE2EWrongKeyWarns: a member started with another HMAC group key than
@@ -17,9 +15,7 @@ import (
 // sender and the likely cause, at most once per election timeout, and
 // /readyz says it too.
 func TestE2EWrongKeyWarns(t *testing.T) {
-	url, _ := natstest.Start(t)
-	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, nil,
-		100*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond)
+	c, _ := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	c.group = "e2e-wrongkey"
 	dir := t.TempDir()
 	keyFile := func(name string) string {
