@@ -299,8 +299,10 @@ func (d *Daemon) KillNode(name string) {
 }
 
 // RestartNode brings a killed node back: its daemon and broker run again,
-// its dead subscriptions are gone from every broker (their fan-out resumes)
-// and a flooding broker is calm again.
+// its dead subscriptions are gone from every broker (their fan-out resumes),
+// a flooding broker is calm again, and it holds no stale tunnel to any
+// restarted node (a fresh daemon keys every pair anew, which is also the
+// fix for a peer that refuses a restarted node's key).
 func (d *Daemon) RestartNode(name string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -320,6 +322,7 @@ func (d *Daemon) RestartNode(name string) {
 		clear(h.subs[len(live):])
 		h.subs = live
 		h.blockedUntil = time.Time{}
+		delete(h.staleFrom, n)
 	}
 }
 

@@ -437,6 +437,37 @@ func TestRestartNodeStale(t *testing.T) {
 		t.Fatalf("p -> r after a normal restart: %s", got)
 	}
 
+	// Two nodes restarted stale: the later one's daemon is fresh, so it
+	// holds no stale tunnel to the earlier one, and its sending first
+	// re-keys the pair as with any other peer.
+	d.KillNode("r")
+	d.KillNode("q")
+	d.RestartNodeStale("r", true)
+	d.RestartNodeStale("q", true)
+	if got := pub("r", "q"); got != CodeConnectionFailed {
+		t.Fatalf("r -> q restarted after it: %s, want %s", got, CodeConnectionFailed)
+	}
+	if got := pub("q", "r"); got != "ok" {
+		t.Fatalf("q -> r restarted before it: %s", got)
+	}
+	if got := pub("r", "q"); got != "ok" {
+		t.Fatalf("r -> q after q sent first: %s", got)
+	}
+	// A peer refusing a restarted node for good: restarting the peer's
+	// daemon (docs/pilotctl.md) ends it.
+	d.KillNode("r")
+	d.RestartNodeStale("r", false)
+	d.KillNode("p")
+	d.RestartNode("p")
+	if got := pub("r", "p"); got != "ok" {
+		t.Fatalf("r -> p after p's daemon restarted: %s", got)
+	}
+	if got := pub("p", "r"); got != "ok" {
+		t.Fatalf("p -> r after p's daemon restarted: %s", got)
+	}
+	d.RestartNode("r")
+	d.RestartNode("q")
+
 	d.StopBroker("q")
 	if registered("find", "q") || registered("lookup", "3") || registered("find", "nosuch") {
 		t.Fatal("a cleanly stopped or unknown node is registered")
