@@ -443,3 +443,90 @@ func TestE2EPilotRestartedNodeCutOff(t *testing.T) {
 	c.stopAll()
 	c.checkCommandLog()
 }
+
+// Two of three nodes' daemons (the leader's and another's) killed hard and
+// restarted as a real Pilot daemon comes back (RestartNodeStale): the
+// survivor's daemon holds stale tunnels to both, and the group has no
+// majority until the restarted nodes re-key them, which a node does by
+// sending to a peer first (a persisted identity, no beacon relay: the
+// recommended daemon setup). The Pilot network is partitioned until then,
+// and the group must be led again as soon as it no longer is:
+//   - while its daemon is down, an agent keeps trying every message (each
+//     fails at once), so its first message after the restart goes out and
+//     re-keys; a back-off grown during the outage would hold it back;
+//   - the survivor says once per broker that it answers nothing while its
+//     node is registered;
+//   - a leader within the design bound after the partition ends (logged;
+//     the wait gives up 10 s past it).
+func TestE2EPilotMajorityRestartedStale(t *testing.T) {
+	c, d := newPilotClusterTimed(t, pilotstandin.Options{Hosts: []string{"a1", "a2", "a3"}}, "a1,a2,a3", pilotDefHB, pilotDefET)
+	for _, id := range c.ids {
+		c.start(id)
+	}
+	leader, term := c.waitBestLeader(time.Minute)
+	c.waitCommand(leader, term, 20*time.Second)
+	other, survivor := "", ""
+	for _, id := range c.ids {
+		switch {
+		case id == leader:
+		case other == "":
+			other = id
+		default:
+			survivor = id
+		}
+	}
+	restartedNodes := []string{leader, other}
+	killed := time.Now()
+	for _, n := range restartedNodes {
+		d.KillNode(n)
+	}
+	// Down until the survivor has diagnosed both (every publish to them
+	// failed for 10 heartbeats): longer than any publish back-off.
+	const diagnosis = "answers nothing while its node is registered"
+	diagnosed := func(host string) int {
+		n := 0
+		for _, rec := range c.proc(survivor).logLines(diagnosis) {
+			if rec["host"] == host {
+				n++
+			}
+		}
+		return n
+	}
+	for _, n := range restartedNodes {
+		waitFor(t, 30*time.Second, survivor+" diagnoses broker "+n, func() (bool, string) { return diagnosed(n) > 0, "not yet" })
+	}
+	restarted := time.Now()
+	for _, n := range restartedNodes {
+		d.RestartNodeStale(n, true)
+	}
+	var healed time.Time
+	waitFor(t, time.Minute, "the restarted nodes re-key every stale tunnel", func() (bool, string) {
+		a, b := d.StaleTunnels(leader), d.StaleTunnels(other)
+		if a == 0 && b == 0 {
+			healed = time.Now()
+			return true, ""
+		}
+		return false, fmt.Sprintf("%s: %d stale, %s: %d stale", leader, a, other, b)
+	})
+	// The survivor's publishes to the restarted nodes back off (up to 5 s)
+	// while they fail: that and an election is the bound.
+	bound := 5*time.Second + 2*c.et + 5*c.latency + time.Second
+	next, nextTerm, _ := c.waitAgreement("", term+1, bound+10*time.Second)
+	t.Logf("%s and %s down %v; partition ended %v after their restart; %s leads term %d %v after that (design bound %v)",
+		leader, other, restarted.Sub(killed).Round(time.Millisecond), healed.Sub(restarted).Round(time.Millisecond),
+		next, nextTerm, time.Since(healed).Round(time.Millisecond), bound)
+	c.waitCommand(next, nextTerm, 20*time.Second)
+	for _, n := range restartedNodes {
+		for _, rec := range c.proc(n).logLines("publish failed") {
+			if e, _ := rec["err"].(string); strings.Contains(e, "skipped while backing off") && strings.Contains(e, "not_running") {
+				t.Errorf("%s held a message back for a back-off its own daemon's outage caused: %v", n, e)
+				break
+			}
+		}
+		if got := diagnosed(n); got != 1 {
+			t.Errorf("%s diagnosed broker %s %d times in one spell, want once", survivor, n, got)
+		}
+	}
+	c.stopAll()
+	c.checkCommandLog()
+}

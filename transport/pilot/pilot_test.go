@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -608,4 +610,80 @@ func BenchmarkPilotPublishCost(b *testing.B) {
 			}
 		}
 	})
+}
+
+// lockedBuffer collects a logger's output across goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+// Our own daemon down: every publish fails at once with not_running, which
+// says nothing about the broker. The transport tries every message (no
+// back-off, nothing skipped), so the first one after the daemon is back
+// goes out: a restarted Pilot daemon is cut off from each peer until it
+// sends to it first. Nor does the outage start the broker's failing spell:
+// a peer that refuses the restarted node is then diagnosed as any broker
+// that answers nothing while its node is registered.
+func TestPilotOwnDaemonDownKeepsTrying(t *testing.T) {
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"me", "peer"}, KillHang: 100 * time.Millisecond})
+	logs := &lockedBuffer{}
+	const cutOffAfter = 300 * time.Millisecond
+	tr := newPilot(t, d, Options{Hosts: []string{"peer"}, Env: []string{pilotstandin.EnvNode + "=me"},
+		PublishBackoffMin: time.Second, CutOffAfter: cutOffAfter, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	ctx := context.Background()
+	i := 0
+	publish := func() error {
+		i++
+		return tr.Publish(ctx, "t", fmt.Appendf(nil, "m%d", i))
+	}
+	down := func() {
+		t.Helper()
+		d.KillNode("me")
+		// Past the cut-off threshold, so that a spell started by the
+		// outage would have been checked (and given up) by now.
+		for start := time.Now(); time.Since(start) < 2*cutOffAfter; {
+			if err := publish(); !errors.Is(err, transport.ErrNotRunning) {
+				t.Fatalf("publish %d with our daemon down: %v, want it tried and failed not_running", i, err)
+			}
+		}
+	}
+
+	down()
+	d.RestartNodeStale("me", true)
+	if err := publish(); err != nil {
+		t.Fatalf("the first publish after our daemon's restart: %v", err)
+	}
+	if n := d.StaleTunnels("me"); n != 0 {
+		t.Fatalf("%d stale tunnels after our first publish", n)
+	}
+	if st := tr.BrokerStats()[0]; st.Dropped != 0 {
+		t.Fatalf("%d messages skipped: %+v", st.Dropped, st)
+	}
+
+	down()
+	d.RestartNodeStale("me", false) // the peer refuses us for good
+	const diagnosis = "answers nothing while its node is registered"
+	transporttest.WaitFor(t, "the peer diagnosed as cut off", func() bool {
+		publish()
+		return logs.count(diagnosis) > 0
+	})
+	if n := logs.count("cannot ask the registry"); n != 0 {
+		t.Errorf("the registry was asked while our own daemon was down (%d times)", n)
+	}
+	if n := logs.count("pilot daemon not running"); n != 2 {
+		t.Errorf("%d lines say our daemon is not running, want one per outage (2)", n)
+	}
 }

@@ -50,6 +50,8 @@ type brokerPub struct {
 	// was reported as a registered node answering nothing.
 	failingSince    time.Time
 	checked, cutOff bool
+	// localDown: the last failure was our own daemon not running.
+	localDown bool
 }
 
 func (p *brokerPub) drop(j *pubJob, why string) {
@@ -76,7 +78,7 @@ func (p *brokerPub) dropQueued(j *pubJob, why string) {
 
 func (p *brokerPub) enqueue(j *pubJob) {
 	p.mu.Lock()
-	if p.failures > 0 {
+	if p.failures > 0 && !p.localDown { // our own daemon down: try every message (settle)
 		if p.probing || time.Now().Before(p.retryAt) {
 			failures, last := p.failures, p.lastErr
 			p.mu.Unlock()
@@ -170,7 +172,7 @@ func (p *brokerPub) settle(err error, skipped bool) {
 			}
 			p.t.logger.Info("pilot broker publishes again", args...)
 		}
-		p.failures = 0
+		p.failures, p.localDown = 0, false
 		p.backoff.Reset()
 		p.failingSince, p.checked, p.cutOff = time.Time{}, false, false
 		p.mu.Unlock()
@@ -179,6 +181,23 @@ func (p *brokerPub) settle(err error, skipped bool) {
 	p.failures++
 	p.lastErr = err
 	now := time.Now()
+	if errors.Is(err, transport.ErrNotRunning) {
+		// Our own daemon is down: that says nothing about the broker, and
+		// such a publish fails at once, without hanging. No back-off and no
+		// failing spell for the broker: the first message after the daemon
+		// is back goes out, and a restarted Pilot daemon is cut off from
+		// each peer until it sends to it first (docs/pilotctl.md).
+		first := !p.localDown
+		p.localDown = true
+		p.backoff.Reset()
+		p.failingSince, p.checked, p.cutOff = time.Time{}, false, false
+		p.mu.Unlock()
+		if first {
+			p.t.logger.Warn("pilot daemon not running; publishing to this broker again at every message", "host", p.stat.name, "err", err)
+		}
+		return
+	}
+	p.localDown = false
 	if p.failingSince.IsZero() {
 		p.failingSince = now
 	}
