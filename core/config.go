@@ -98,8 +98,19 @@ type Config struct {
 	Group string `msg:"group"`
 	// Priority orders candidates: higher campaigns sooner, wins bully
 	// elections, and receives leadership by graceful transfer in quorum mode.
-	// 0 means the POSIX cksum of ID, as the seed skill computes it.
+	// 0 means the POSIX cksum of ID, as the seed skill computes it (with
+	// BalancedPriority: RendezvousPriority(Group, ID)).
 	Priority uint32 `msg:"priority"`
+	// BalancedPriority is for an agent that joins many groups with the same
+	// members: a zero Priority becomes RendezvousPriority(Group, ID) instead
+	// of the cksum of ID, and members not yet heard are assumed to use it
+	// too. Each member then ranks first in about an equal share of the
+	// groups, so leadership spreads evenly over the agents, and a dead
+	// agent's groups spread over the survivors. With the cksum every group
+	// ranks the members alike and one agent leads them all. Give every
+	// member of a group the same choice: a member that differs is ranked
+	// by the priority it announces once heard.
+	BalancedPriority bool `msg:"balanced_priority"`
 	// Mode is ModeQuorum (default) or ModeBully.
 	Mode Mode `msg:"mode"`
 	// Members lists every member's ID, including this one. Required in quorum
@@ -175,6 +186,40 @@ type Config struct {
 	// while leading. At most MaxValueLen bytes of UTF-8 without control
 	// characters (CheckValue); "" announces none.
 	Value string `msg:"value"`
+}
+
+// defaultPriority is the priority member id is assumed to have until it
+// announces one: its own default.
+func (c *Config) defaultPriority(id string) uint32 {
+	if c.BalancedPriority {
+		return RendezvousPriority(c.Group, id)
+	}
+	return Cksum([]byte(id))
+}
+
+// RendezvousPriority is the balanced default priority of member id in group
+// (Config.BalancedPriority): a well-mixed 64-bit hash of both names (FNV-1a,
+// then the MurmurHash3 finalizer), its upper half, never 0. Rendezvous
+// (highest random weight) hashing: over many groups every member is the
+// highest in about an equal share, and without one member each of its
+// groups goes to the next highest, spread alike over the others. The cksum
+// cannot serve here: a CRC is linear, so which of two ids of one length
+// ranks higher would hang on a single bit of the group's CRC.
+func RendezvousPriority(group, id string) uint32 {
+	h := uint64(14695981039346656037)
+	for i := range len(group) {
+		h = (h ^ uint64(group[i])) * 1099511628211
+	}
+	h = (h ^ 0xff) * 1099511628211 // not in the name alphabet: a separator
+	for i := range len(id) {
+		h = (h ^ uint64(id[i])) * 1099511628211
+	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return max(uint32(h>>32), 1)
 }
 
 // MaxLeaseMs is the longest safe lease for an election timeout and a drift
@@ -253,7 +298,7 @@ func (c Config) normalize() (Config, error) {
 		return c, configErr("mode", "mode-unknown", string(c.Mode), 0, 0, "mode "+strconv.Quote(string(c.Mode))+": want "+strconv.Quote(string(ModeQuorum))+" or "+strconv.Quote(string(ModeBully)))
 	}
 	if c.Priority == 0 {
-		c.Priority = Cksum([]byte(c.ID))
+		c.Priority = c.defaultPriority(c.ID)
 	}
 	if len(c.Members) > MaxMembers {
 		return c, configErr("members", "members-count", strconv.Itoa(len(c.Members)), 0, MaxMembers, "members: "+strconv.Itoa(len(c.Members))+" listed, at most "+strconv.Itoa(MaxMembers))

@@ -37,9 +37,9 @@ func (z AuthMode) Msgsize() (s int) {
 // MarshalMsg implements msgp.Marshaler
 func (z *Config) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 18
+	// map header, size 19
 	// string "id"
-	o = append(o, 0xde, 0x0, 0x12, 0xa2, 0x69, 0x64)
+	o = append(o, 0xde, 0x0, 0x13, 0xa2, 0x69, 0x64)
 	o = msgp.AppendString(o, z.ID)
 	// string "group"
 	o = append(o, 0xa5, 0x67, 0x72, 0x6f, 0x75, 0x70)
@@ -47,6 +47,9 @@ func (z *Config) MarshalMsg(b []byte) (o []byte, err error) {
 	// string "priority"
 	o = append(o, 0xa8, 0x70, 0x72, 0x69, 0x6f, 0x72, 0x69, 0x74, 0x79)
 	o = msgp.AppendUint32(o, z.Priority)
+	// string "balanced_priority"
+	o = append(o, 0xb1, 0x62, 0x61, 0x6c, 0x61, 0x6e, 0x63, 0x65, 0x64, 0x5f, 0x70, 0x72, 0x69, 0x6f, 0x72, 0x69, 0x74, 0x79)
+	o = msgp.AppendBool(o, z.BalancedPriority)
 	// string "mode"
 	o = append(o, 0xa4, 0x6d, 0x6f, 0x64, 0x65)
 	o = msgp.AppendString(o, string(z.Mode))
@@ -136,6 +139,12 @@ func (z *Config) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			z.Priority, bts, err = msgp.ReadUint32Bytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Priority")
+				return
+			}
+		case "balanced_priority":
+			z.BalancedPriority, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "BalancedPriority")
 				return
 			}
 		case "mode":
@@ -285,7 +294,7 @@ func (z *Config) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *Config) Msgsize() (s int) {
-	s = 3 + 3 + msgp.StringPrefixSize + len(z.ID) + 6 + msgp.StringPrefixSize + len(z.Group) + 9 + msgp.Uint32Size + 5 + msgp.StringPrefixSize + len(string(z.Mode)) + 8 + msgp.ArrayHeaderSize
+	s = 3 + 3 + msgp.StringPrefixSize + len(z.ID) + 6 + msgp.StringPrefixSize + len(z.Group) + 9 + msgp.Uint32Size + 18 + msgp.BoolSize + 5 + msgp.StringPrefixSize + len(string(z.Mode)) + 8 + msgp.ArrayHeaderSize
 	for za0001 := range z.Members {
 		s += msgp.StringPrefixSize + len(z.Members[za0001])
 	}

@@ -210,7 +210,7 @@ func (g *group) heard(id string, prio *uint32, now int64) *member {
 		if g.cfg.Mode == ModeQuorum || len(g.cfg.Members) > 0 || len(g.members) >= MaxMembers {
 			return nil
 		}
-		g.members = slices.Insert(g.members, i, member{id: id, priority: Cksum([]byte(id))})
+		g.members = slices.Insert(g.members, i, member{id: id, priority: g.cfg.defaultPriority(id)})
 	}
 	m := &g.members[i]
 	if prio != nil && id != g.cfg.ID {

@@ -200,7 +200,7 @@ func (g *group) setConf(c configuration) {
 			g.members = append(g.members, old[i])
 			continue
 		}
-		m := member{id: id, priority: Cksum([]byte(id))}
+		m := member{id: id, priority: g.cfg.defaultPriority(id)}
 		if id == g.cfg.ID {
 			m.priority, m.prioKnown = g.cfg.Priority, true
 		}

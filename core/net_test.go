@@ -41,6 +41,8 @@ type testNet struct {
 	awaiting map[string]bool
 	// values[id], if set, is id's Config.Value.
 	values map[string]string
+	// balanced sets every node's Config.BalancedPriority.
+	balanced bool
 }
 
 type queued struct {
@@ -68,6 +70,7 @@ func (n *testNet) config(id string) Config {
 		c.AwaitConfig = n.awaiting[id]
 	}
 	c.Value = n.values[id]
+	c.BalancedPriority = n.balanced
 	if n.cfgHook != nil {
 		n.cfgHook(&c)
 	}

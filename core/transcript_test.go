@@ -18,6 +18,7 @@ import (
 // Commands (arguments key=value; lists as key=(a,b)):
 //
 //	cluster mode=quorum|bully ids=(a,b,c) [prio=(a:10,b:20)] [values=(a:V,b:W)] [hb=MS et=MS lease=MS]
+//	        [balanced=true]  (every node's Config.BalancedPriority)
 //	elapse ms=N            advance time in 10 ms steps, delivering at once; prints events only
 //	tick ms=N              advance time in 1 ms steps, running timers; nothing is delivered
 //	campaign|resign id=X   apply the command at node X; prints what it published
@@ -92,6 +93,10 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 				}
 				n.prio[id] = uint32(pv)
 			}
+			n = restartAll(n)
+		}
+		if d.HasArg("balanced") {
+			d.ScanArgs(t, "balanced", &n.balanced)
 			n = restartAll(n)
 		}
 		if d.HasArg("values") {

@@ -33,6 +33,7 @@ type simOptions struct {
 	members   bool // --membership
 	drain     bool // --drain
 	outsider  bool // --outsider
+	balanced  bool // --balanced
 }
 
 func newSimCmd() *cobra.Command {
@@ -87,6 +88,7 @@ exit 1 after printing the seed and the command that replays it.`,
 	f.BoolVar(&o.outsider, "outsider", false, "quorum, auth off: add an outsider forging far-ahead terms and non-members' configurations in the fault mix")
 	f.BoolVar(&o.targeted, "targeted", false, "add the targeted adversarial schedule to the fault mix (core/sim/targeted.go): opposite clock drift, leader cut off with a minority, late votes, crash loops, partial resigns")
 	f.BoolVar(&o.members, "membership", false, "every fault-mix seed changes the configuration (quorum; core/sim/membership.go): spares added, members and leaders removed, replacements, stale candidates")
+	f.BoolVar(&o.balanced, "balanced", false, "every node's default priority is the balanced one (core.Config.BalancedPriority), as an agent running many groups has")
 	f.BoolVar(&o.drain, "drain", false, "drain the best node at a moment of the fault mix, for the rest of the run (quorum, no membership changes): it must never lead nor campaign")
 	f.StringVar(&o.auth, "auth", "", "authentication of the simulated swarm: off, hmac or ed25519 (default hmac with --adversary, else off)")
 	return c
@@ -191,7 +193,7 @@ func (o *simOptions) validate() ([]sim.Scenario, error) {
 func (o *simOptions) options(sc sim.Scenario) sim.Options {
 	return sim.Options{Mode: core.Mode(o.mode), Scenario: sc, Nodes: o.nodes, Cycles: o.cycles,
 		Adversary: o.adversary, Targeted: o.targeted && sc == sim.ScenarioFaults, Membership: o.members && sc == sim.ScenarioFaults,
-		Drain: o.drain && sc == sim.ScenarioFaults, Outsider: o.outsider && sc == sim.ScenarioFaults, Config: core.Config{Auth: core.AuthMode(o.auth)}}
+		Drain: o.drain && sc == sim.ScenarioFaults, Outsider: o.outsider && sc == sim.ScenarioFaults, Config: core.Config{Auth: core.AuthMode(o.auth), BalancedPriority: o.balanced}}
 }
 
 // replayCmd is the command line that replays seed.
@@ -220,6 +222,9 @@ func (o *simOptions) replayCmd(seed uint64, sc sim.Scenario) string {
 	}
 	if o.outsider && sc == sim.ScenarioFaults {
 		s += " --outsider"
+	}
+	if o.balanced {
+		s += " --balanced"
 	}
 	return s
 }

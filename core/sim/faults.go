@@ -308,15 +308,20 @@ func (w *world) describe() string {
 }
 
 // outranks reports whether the node configured a is preferred to b (higher
-// priority, 0 meaning the checksum of the id, then the greater id), as the
-// core ranks members.
+// priority, 0 meaning the default — the checksum of the id, or its
+// rendezvous priority — then the greater id), as the core ranks members.
 func outranks(a, b core.Config) bool {
-	pa, pb := a.Priority, b.Priority
-	if pa == 0 {
-		pa = core.Cksum([]byte(a.ID))
-	}
-	if pb == 0 {
-		pb = core.Cksum([]byte(b.ID))
-	}
+	pa, pb := priority(a), priority(b)
 	return pa > pb || pa == pb && a.ID > b.ID
+}
+
+// priority is c's priority with the core's default filled in.
+func priority(c core.Config) uint32 {
+	switch {
+	case c.Priority != 0:
+		return c.Priority
+	case c.BalancedPriority:
+		return core.RendezvousPriority(c.Group, c.ID)
+	}
+	return core.Cksum([]byte(c.ID))
 }
