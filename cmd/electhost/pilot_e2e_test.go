@@ -591,7 +591,9 @@ func TestE2EPilotMajorityRestartedStale(t *testing.T) {
 	t.Logf("%s and %s down %v; partition ended %v after their restart; %s leads term %d %v after that (design bound %v)",
 		leader, other, restarted.Sub(killed).Round(time.Millisecond), healed.Sub(restarted).Round(time.Millisecond),
 		next, nextTerm, time.Since(healed).Round(time.Millisecond), bound)
-	c.waitCommand(next, nextTerm, 20*time.Second)
+	// Its command, or a later leader's: one that just re-keyed may still
+	// lose a lease to a late ack on a loaded runner.
+	c.waitCommandFrom("", nextTerm, 20*time.Second)
 	for _, n := range restartedNodes {
 		for _, rec := range c.proc(n).logLines("publish failed") {
 			if e, _ := rec["err"].(string); strings.Contains(e, "skipped while backing off") && strings.Contains(e, "not_running") {
