@@ -43,6 +43,11 @@ type AgentConfig struct {
 	// DropLogInterval: at most one log line about dropped messages per
 	// interval (default 10 s).
 	DropLogInterval time.Duration
+	// NoCoalescing: every message travels on its group's topic, and the
+	// peer topics are neither read nor written, as by agents that predate
+	// coalescing (docs/wire.md, "Coalesced heartbeats"). Its peers then
+	// coalesce nothing towards it.
+	NoCoalescing bool
 }
 
 // Callbacks are an election's notifications, in the style of client-go's
@@ -103,13 +108,17 @@ type Stats struct {
 	PersistErrors      uint64 // Store.Save failures (the group's publishes are held until a save succeeds)
 	HeldPublishes      uint64 // publishes not sent because their group's state was not yet durable
 	DuplicateIDs       uint64 // reports of an ID spoken by two processes (Callbacks.OnDuplicateID)
-	PublishErrors      uint64 // Publish failures
-	Groups             int    // groups joined
-	Transport          transport.Stats
+	// Coalesced: of the core's payloads, those sent inside envelopes (each
+	// envelope counts once in MessagesOut); CoalescedIn: those received so
+	// and handed to the core (counted in MessagesIn too).
+	Coalesced, CoalescedIn uint64
+	PublishErrors          uint64 // Publish failures
+	Groups                 int    // groups joined
+	Transport              transport.Stats
 }
 
 type agentCounters struct {
-	steps, in, out, rejected, dropped, droppedMember, persistErrs, held, dups, publishErrs atomic.Uint64
+	steps, in, out, rejected, dropped, droppedMember, persistErrs, held, dups, publishErrs, coalesced, coalescedIn atomic.Uint64
 }
 
 // Agent runs any number of elections (groups) on one module instance, over
@@ -146,6 +155,8 @@ type Agent struct {
 	reqs      []*request
 	elections map[string]*Election
 	closing   bool
+	coal      *coalescer
+	peerSubs  map[string]bool // peer topics subscribed: true once live
 
 	// owned by the loop goroutine
 	driver core.Driver // applies each Output in the core's order
@@ -193,7 +204,7 @@ func NewAgentOn(cfg AgentConfig, eng Engine) (*Agent, error) {
 func startAgent(cfg AgentConfig, eng Engine) *Agent {
 	a := &Agent{cfg: cfg, logger: cfg.Logger, clock: cfg.Clock,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		elections: map[string]*Election{}, eng: eng}
+		elections: map[string]*Election{}, eng: eng, coal: newCoalescer(coalesceGroups), peerSubs: map[string]bool{}}
 	if a.clock == nil {
 		a.clock = NewRealClock()
 	}
@@ -262,6 +273,19 @@ func (a *Agent) join(ctx context.Context, cfg core.Config, cb Callbacks, drained
 	// queues (inbox.go).
 	a.inbox.setMembers(core.Topic(cfg.Group), cfg.Members)
 	a.inbox.setMembers(core.Topic(cfg.Group), st.Members)
+	cg := a.coal.join(cfg.Group, cfg.ID, cfg.Members)
+	if len(st.Members) > 0 {
+		a.coal.config(cfg.Group, st.Members)
+	}
+	live, subscribing := a.peerSubs[cg.topic]
+	switch {
+	case a.cfg.NoCoalescing:
+		live, subscribing = false, true // never subscribed, never ready
+	case live:
+		a.coal.ready(cg.topic, cfg.ID, a.clock.NowMs())
+	case !subscribing:
+		a.peerSubs[cg.topic] = false
+	}
 	a.mu.Unlock()
 	subCtx, cancel := context.WithCancel(a.ctx)
 	el.subCancel = cancel
@@ -271,6 +295,7 @@ func (a *Agent) join(ctx context.Context, cfg core.Config, cb Callbacks, drained
 		a.mu.Lock()
 		delete(a.elections, cfg.Group)
 		a.inbox.forget(core.Topic(cfg.Group))
+		a.coal.leave(cfg.Group)
 		a.mu.Unlock()
 	}
 	// Subscribe first: what arrives before the join is applied is stepped
@@ -278,6 +303,9 @@ func (a *Agent) join(ctx context.Context, cfg core.Config, cb Callbacks, drained
 	if err := a.cfg.Transport.Subscribe(subCtx, core.Topic(cfg.Group), a.deliver); err != nil {
 		drop()
 		return nil, fmt.Errorf("host: join %q: subscribe: %w", cfg.Group, err)
+	}
+	if !live && !subscribing {
+		a.subscribePeers(cg.topic)
 	}
 	// A random incarnation per join: the core tells this process from any
 	// other speaking with the same ID by it.
@@ -289,6 +317,66 @@ func (a *Agent) join(ctx context.Context, cfg core.Config, cb Callbacks, drained
 	}
 	a.logger.Info("joined election", "group", cfg.Group, "id", cfg.ID, "term", st.Term, "mode", cfg.Mode)
 	return el, nil
+}
+
+// subscribePeers subscribes to a peer topic for the agent's life. Once it
+// is live, every id of a group of that topic may speak there (envelopes are
+// sent only to peers heard there, so a failure only leaves the groups'
+// messages on their own topics).
+func (a *Agent) subscribePeers(topic string) {
+	if err := a.cfg.Transport.Subscribe(a.ctx, topic, a.deliverEnvelope); err != nil {
+		a.logger.Warn("peer topic: subscribe failed; its groups' messages stay on their own topics", "topic", topic, "err", err)
+		a.mu.Lock()
+		delete(a.peerSubs, topic)
+		a.mu.Unlock()
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.peerSubs[topic] = true
+	now := a.clock.NowMs()
+	for _, g := range a.coal.groups {
+		if g.topic == topic {
+			a.coal.ready(topic, g.id, now)
+		}
+	}
+}
+
+// deliverEnvelope is the transport's callback for the peer topics: each
+// payload for a joined group is queued as if it had come on the group's
+// topic.
+func (a *Agent) deliverEnvelope(m transport.Message) {
+	a.delivering.RLock()
+	defer a.delivering.RUnlock()
+	if a.undelivered {
+		return
+	}
+	a.mu.Lock()
+	msgs, refused, err := a.coal.receive(a.clock.NowMs(), m.Topic, m.Payload, func(g string) bool { return a.elections[g] != nil })
+	var queuedN, dropped, droppedMember uint64
+	for _, cm := range msgs {
+		queued, member := a.inbox.add(cm, a.cfg.MaxPending)
+		switch {
+		case queued:
+			queuedN++
+		case member:
+			dropped++
+			droppedMember++
+		default:
+			dropped++
+		}
+	}
+	a.mu.Unlock()
+	if err != nil {
+		refused++
+	}
+	a.c.rejected.Add(uint64(refused))
+	a.c.dropped.Add(dropped)
+	a.c.droppedMember.Add(droppedMember)
+	a.c.coalescedIn.Add(queuedN)
+	if queuedN > 0 {
+		a.wake()
+	}
 }
 
 // randomIncarnation draws a non-zero incarnation (0 would let the core
@@ -380,9 +468,32 @@ func (a *Agent) loop() {
 	}
 }
 
-// nextDelay is the time until the core's WakeAt or the first lease to end.
+// alignGroups and alignMs: with at least alignGroups groups joined, the
+// core's wake-ups are rounded up to a multiple of alignMs, so that timers
+// falling due within alignMs of each other (heartbeats above all) are
+// stepped together and their messages share an envelope. A core is always
+// free to be stepped late (a loaded host is); its heartbeats then stay
+// together, as each next one is due a heartbeat interval after the step
+// that sent it. A lease's end is never rounded: the host stops
+// OnStartedLeading's work at its exact time.
+const (
+	alignGroups = coalesceGroups
+	alignMs     = 20
+)
+
+// nextDelay is the time until the core's WakeAt (aligned), the next hello
+// on a peer topic, or the first lease to end.
 func (a *Agent) nextDelay() time.Duration {
 	wake := a.wakeAt
+	a.mu.Lock()
+	groups, hello := len(a.elections), a.coal.nextHello()
+	a.mu.Unlock()
+	if wake > 0 && groups >= alignGroups {
+		wake = (wake + alignMs - 1) / alignMs * alignMs
+	}
+	if hello > 0 && (wake == 0 || hello < wake) {
+		wake = hello
+	}
 	if l := a.leases.next(); l > 0 && (wake == 0 || l < wake) {
 		wake = l
 	}
@@ -527,15 +638,28 @@ func (a *Agent) apply(out *core.Output, in *core.Input, reqs []*request) {
 		}
 		return err
 	}
-	var pubs []core.Message // handed to the publisher at once, before any event
+	// Every publish comes before the first event (core.Driver): they are
+	// handed to the publisher together, before any event, in envelopes
+	// where they can be (coalesce.go).
+	var pubs []core.Message
+	planned := false
+	send := func() {
+		if !planned {
+			planned = true
+			a.mu.Lock()
+			msgs, n := a.coal.plan(a.clock.NowMs(), pubs)
+			a.mu.Unlock()
+			a.c.coalesced.Add(uint64(n))
+			a.pub.enqueue(msgs)
+		}
+	}
 	d.Publish = func(m core.Message) { pubs = append(pubs, m) }
 	d.Event = func(ev core.Event) {
-		a.pub.enqueue(pubs)
-		pubs = nil
+		send()
 		a.event(a.election(ev.Group), ev, refused)
 	}
 	held, err := d.Apply(out)
-	a.pub.enqueue(pubs)
+	send()
 	if err != nil {
 		a.c.persistErrs.Add(1)
 		a.logger.Error("persisting election state failed; the group's messages are held until a save succeeds", "err", err)
@@ -589,6 +713,7 @@ func (a *Agent) event(el *Election, ev core.Event, refused map[uint64]string) {
 	case core.EventConfig:
 		a.mu.Lock()
 		a.inbox.setMembers(core.Topic(ev.Group), ev.Members)
+		a.coal.config(ev.Group, ev.Members)
 		a.mu.Unlock()
 		if el != nil {
 			el.config(ev)
@@ -636,6 +761,7 @@ func (a *Agent) Stats() Stats {
 		Traps: a.eng.Traps(), Steps: a.c.steps.Load(), MessagesIn: a.c.in.Load(),
 		MessagesOut: a.c.out.Load(), Rejected: a.c.rejected.Load(), Dropped: a.c.dropped.Load(), DroppedFromMembers: a.c.droppedMember.Load(),
 		PersistErrors: a.c.persistErrs.Load(), HeldPublishes: a.c.held.Load(), DuplicateIDs: a.c.dups.Load(), PublishErrors: a.c.publishErrs.Load(),
+		Coalesced: a.c.coalesced.Load(), CoalescedIn: a.c.coalescedIn.Load(),
 		Groups: groups, Transport: a.cfg.Transport.Stats(),
 	}
 }
@@ -959,6 +1085,7 @@ func (e *Election) leave(reason string) {
 		if e.a.elections[e.cfg.Group] == e {
 			delete(e.a.elections, e.cfg.Group)
 			e.a.inbox.forget(core.Topic(e.cfg.Group))
+			e.a.coal.leave(e.cfg.Group)
 		}
 		e.a.mu.Unlock()
 	})

@@ -1,0 +1,352 @@
+package host
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/electcore/electcore/core"
+)
+
+// Coalesced traffic (docs/wire.md, "Coalesced heartbeats"). Agents that
+// share many groups send each step's heartbeats and acks of those groups
+// as one envelope per peer set, on that set's own topic, instead of one
+// message per group: the envelope carries the cores' own payloads, byte
+// for byte, and the receiver hands each to its group as if it had come on
+// the group's topic. The cores never see an envelope. Everything else
+// (elections, votes, hand-offs, configurations) stays on the group's
+// topic, and so does every message of a group whose member set is not the
+// one it joined with, or towards a member that has not shown recently that
+// it reads envelopes on that topic (an older agent never does).
+
+const (
+	// PeersTopicPrefix starts the topic of a peer set's envelopes.
+	PeersTopicPrefix = "election-peers:"
+	envelopeMagic    = "ECENV1"
+	// maxEnvelope bounds one envelope's bytes (NATS refuses more than its
+	// max_payload, 1 MiB by default); a step's payloads beyond it go in
+	// further envelopes.
+	maxEnvelope = 256 << 10
+	// maxEnvelopeEntries bounds the payloads an envelope may carry.
+	maxEnvelopeEntries = maxEnvelope / 16
+	// helloMs: an agent sends an empty envelope on each peer topic it
+	// takes part in when it sent none there for this long, so its peers
+	// know it reads them; capableMs: how long that knowledge lasts.
+	helloMs   = 1000
+	capableMs = 3 * helloMs
+	// maxHeard bounds the peers remembered (senders are not authenticated:
+	// a flood of envelopes under made-up names must not grow it forever).
+	maxHeard = 4096
+)
+
+// PeersTopic is the topic of the envelopes of the groups whose member set
+// is members (in any order): "election-peers:" and 16 hex digits of a hash
+// of the sorted, de-duplicated ids.
+func PeersTopic(members []string) string {
+	ids := slices.Clone(members)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	sum := sha256.Sum256([]byte(strings.Join(ids, "\n")))
+	return PeersTopicPrefix + hex.EncodeToString(sum[:8])
+}
+
+// envEntry is one payload of an envelope and the group it is for.
+type envEntry struct {
+	Group   string
+	Payload []byte
+}
+
+// envelope is a decoded envelope: who sent it and what it carries.
+type envelope struct {
+	From    string
+	Entries []envEntry
+}
+
+// appendEnvelope encodes an envelope: the magic, then the sender and each
+// entry's group and payload, every string preceded by its length as a
+// uvarint, the entries by their count.
+func appendEnvelope(b []byte, from string, entries []envEntry) []byte {
+	b = append(b, envelopeMagic...)
+	b = binary.AppendUvarint(b, uint64(len(from)))
+	b = append(b, from...)
+	b = binary.AppendUvarint(b, uint64(len(entries)))
+	for _, e := range entries {
+		b = binary.AppendUvarint(b, uint64(len(e.Group)))
+		b = append(b, e.Group...)
+		b = binary.AppendUvarint(b, uint64(len(e.Payload)))
+		b = append(b, e.Payload...)
+	}
+	return b
+}
+
+var errEnvelope = errors.New("host: malformed envelope")
+
+// decodeEnvelope reads an envelope strictly: a wrong magic, a name that
+// is empty or longer than core.MaxIDLen, a payload longer than
+// core.MaxPayload, more than maxEnvelopeEntries entries, a truncated field
+// or trailing bytes make it malformed, and nothing of it is used. The
+// entries' payloads point into p.
+func decodeEnvelope(p []byte) (envelope, error) {
+	var env envelope
+	if len(p) > maxEnvelope || !bytes.HasPrefix(p, []byte(envelopeMagic)) {
+		return env, errEnvelope
+	}
+	p = p[len(envelopeMagic):]
+	field := func(limit int) ([]byte, bool) {
+		n, k := binary.Uvarint(p)
+		if k <= 0 || n > uint64(limit) || n > uint64(len(p)-k) {
+			return nil, false
+		}
+		f := p[k : k+int(n)]
+		p = p[k+int(n):]
+		return f, true
+	}
+	from, ok := field(core.MaxIDLen)
+	if !ok || len(from) == 0 {
+		return env, errEnvelope
+	}
+	env.From = string(from)
+	n, k := binary.Uvarint(p)
+	if k <= 0 || n > maxEnvelopeEntries {
+		return env, errEnvelope
+	}
+	p = p[k:]
+	env.Entries = make([]envEntry, 0, min(n, uint64(len(p)/2)))
+	for range n {
+		g, ok := field(core.MaxIDLen)
+		if !ok || len(g) == 0 {
+			return envelope{}, errEnvelope
+		}
+		pl, ok := field(core.MaxPayload)
+		if !ok {
+			return envelope{}, errEnvelope
+		}
+		env.Entries = append(env.Entries, envEntry{Group: string(g), Payload: pl})
+	}
+	if len(p) != 0 {
+		return envelope{}, errEnvelope
+	}
+	return env, nil
+}
+
+// coalescible reports whether a payload of the core is one that may travel
+// in an envelope: a heartbeat or an ack (the core writes "type" first).
+func coalescible(p []byte) bool {
+	return bytes.HasPrefix(p, []byte(`{"type":"heartbeat",`)) || bytes.HasPrefix(p, []byte(`{"type":"ack",`))
+}
+
+// swarmKey is one peer topic as one of this agent's ids speaks on it, or
+// (heard) as a peer's id was heard on it.
+type swarmKey struct{ topic, id string }
+
+// cgroup is what the coalescer knows of one joined group.
+type cgroup struct {
+	id      string
+	topic   string   // PeersTopic of the members it joined with
+	members []string // those members, sorted
+	same    bool     // its current member set is still that one
+}
+
+// coalescer decides which publishes travel in envelopes and reads the
+// envelopes received. It is plain data; the agent holds it under its
+// mutex.
+type coalescer struct {
+	groups map[string]*cgroup
+	// swarms: the peer topics this agent reads (subscription live) and
+	// speaks on, as each of its ids, and when it last sent there.
+	swarms map[swarmKey]int64
+	// heard: when a peer's envelope was last received on a topic.
+	heard map[swarmKey]int64
+	// minGroups: with fewer groups joined, this agent sends no payload in
+	// an envelope (it still reads them and says hello).
+	minGroups int
+}
+
+// coalesceGroups is an agent's minGroups: an agent in a few groups gains
+// little, and a listener on one group's topic (electhost status) hears its
+// heartbeats as before.
+const coalesceGroups = 16
+
+func newCoalescer(minGroups int) *coalescer {
+	return &coalescer{groups: map[string]*cgroup{}, swarms: map[swarmKey]int64{}, heard: map[swarmKey]int64{}, minGroups: minGroups}
+}
+
+// join registers a group with the members it joined with.
+func (c *coalescer) join(group, id string, members []string) *cgroup {
+	ms := slices.Clone(members)
+	slices.Sort(ms)
+	ms = slices.Compact(ms)
+	g := &cgroup{id: id, topic: PeersTopic(ms), members: ms, same: true}
+	c.groups[group] = g
+	return g
+}
+
+func (c *coalescer) leave(group string) { delete(c.groups, group) }
+
+// config records a group's current member set: its messages travel in
+// envelopes only while it is the set it joined with.
+func (c *coalescer) config(group string, members []string) {
+	g := c.groups[group]
+	if g == nil {
+		return
+	}
+	ms := slices.Clone(members)
+	slices.Sort(ms)
+	g.same = slices.Equal(slices.Compact(ms), g.members)
+}
+
+// ready marks topic as read by this agent (its subscription is live): it
+// may speak there as id from now on.
+func (c *coalescer) ready(topic, id string, now int64) {
+	if _, ok := c.swarms[swarmKey{topic, id}]; !ok {
+		c.swarms[swarmKey{topic, id}] = now - helloMs // says hello at once
+	}
+}
+
+// coalescing reports whether g's messages may go in envelopes now: this
+// agent reads g's peer topic, and every other member was heard there
+// within capableMs.
+func (c *coalescer) coalescing(g *cgroup, now int64) bool {
+	if !g.same || len(g.members) < 2 || len(c.groups) < c.minGroups {
+		return false
+	}
+	if _, ok := c.swarms[swarmKey{g.topic, g.id}]; !ok {
+		return false
+	}
+	for _, m := range g.members {
+		if m == g.id {
+			continue
+		}
+		at, ok := c.heard[swarmKey{g.topic, m}]
+		if !ok || now-at > capableMs {
+			return false
+		}
+	}
+	return true
+}
+
+// plan turns one step's publishes, in the core's order, into what goes on
+// the bus: the messages that stay on their group's topic, in order, then
+// one envelope per peer topic and sender id (more if it would exceed
+// maxEnvelope) with every other payload, and an empty envelope (a hello) on
+// each topic this agent spoke on no more than helloMs ago. A group's
+// payloads go in an envelope only if all of its payloads of the step can,
+// so none is reordered against another of its group.
+func (c *coalescer) plan(now int64, pubs []core.Message) (out []core.Message, coalesced int) {
+	bare := map[string]bool{} // groups with a payload that must stay on the group's topic
+	for _, m := range pubs {
+		if !coalescible(m.Payload) {
+			bare[m.Topic] = true
+		}
+	}
+	type batch struct {
+		key     swarmKey
+		entries []envEntry
+	}
+	var batches []*batch
+	byKey := map[swarmKey]*batch{}
+	for _, m := range pubs {
+		group, ok := strings.CutPrefix(m.Topic, "election:")
+		g := c.groups[group]
+		if !ok || g == nil || bare[m.Topic] || !c.coalescing(g, now) {
+			out = append(out, m)
+			continue
+		}
+		k := swarmKey{g.topic, g.id}
+		b := byKey[k]
+		if b == nil {
+			b = &batch{key: k}
+			byKey[k] = b
+			batches = append(batches, b)
+		}
+		b.entries = append(b.entries, envEntry{Group: group, Payload: m.Payload})
+		coalesced++
+	}
+	for _, b := range batches {
+		out = appendEnvelopes(out, b.key, b.entries)
+		c.swarms[b.key] = now
+	}
+	var hellos []swarmKey
+	for k, last := range c.swarms {
+		if now-last >= helloMs {
+			hellos = append(hellos, k)
+		}
+	}
+	if len(hellos) > 0 { // about once a second: forget the peers gone quiet
+		for k, at := range c.heard {
+			if now-at > capableMs {
+				delete(c.heard, k)
+			}
+		}
+	}
+	slices.SortFunc(hellos, func(a, b swarmKey) int { return strings.Compare(a.topic+"\x00"+a.id, b.topic+"\x00"+b.id) })
+	for _, k := range hellos {
+		out = append(out, core.Message{Topic: k.topic, Payload: appendEnvelope(nil, k.id, nil)})
+		c.swarms[k] = now
+	}
+	return out, coalesced
+}
+
+// appendEnvelopes appends the envelopes carrying entries on k's topic,
+// each within maxEnvelope bytes and maxEnvelopeEntries entries.
+func appendEnvelopes(out []core.Message, k swarmKey, entries []envEntry) []core.Message {
+	head := len(envelopeMagic) + 2*binary.MaxVarintLen64 + len(k.id)
+	for len(entries) > 0 {
+		size, n := head, 0
+		for n < len(entries) && n < maxEnvelopeEntries {
+			s := 2*binary.MaxVarintLen64 + len(entries[n].Group) + len(entries[n].Payload)
+			if n > 0 && size+s > maxEnvelope {
+				break
+			}
+			size += s
+			n++
+		}
+		out = append(out, core.Message{Topic: k.topic, Payload: appendEnvelope(nil, k.id, entries[:n])})
+		entries = entries[n:]
+	}
+	return out
+}
+
+// nextHello is when plan next sends a hello (0: no peer topic).
+func (c *coalescer) nextHello() int64 {
+	var next int64
+	for _, last := range c.swarms {
+		if t := last + helloMs; next == 0 || t < next {
+			next = t
+		}
+	}
+	return next
+}
+
+// receive reads an envelope that came on topic: it records that its
+// sender reads that topic, and returns each payload for a group joined
+// (joined reports which) as the message it stands for on the group's
+// topic, in the envelope's order. A payload whose sender (its "from") is
+// not the envelope's is refused and counted in refused: an envelope only
+// carries what its sender could have published on the group's topic
+// itself, and the core still checks and authenticates every payload.
+func (c *coalescer) receive(now int64, topic string, payload []byte, joined func(group string) bool) (msgs []core.Message, refused int, err error) {
+	env, err := decodeEnvelope(payload)
+	if err != nil {
+		return nil, 0, err
+	}
+	k := swarmKey{topic, env.From}
+	if _, ok := c.heard[k]; ok || len(c.heard) < maxHeard {
+		c.heard[k] = now
+	}
+	for _, e := range env.Entries {
+		if !joined(e.Group) {
+			continue
+		}
+		if senderOf(e.Payload) != env.From {
+			refused++
+			continue
+		}
+		msgs = append(msgs, core.Message{Topic: core.Topic(e.Group), Payload: e.Payload})
+	}
+	return msgs, refused, nil
+}
