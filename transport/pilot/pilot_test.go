@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os/exec"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -612,24 +611,6 @@ func BenchmarkPilotPublishCost(b *testing.B) {
 	})
 }
 
-// lockedBuffer collects a logger's output across goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
-
 // Our own daemon down: every publish fails at once with not_running, which
 // says nothing about the broker. The transport tries every message (no
 // back-off, nothing skipped), so the first one after the daemon is back
@@ -639,7 +620,8 @@ func (l *lockedBuffer) count(s string) int {
 // that answers nothing while its node is registered.
 func TestPilotOwnDaemonDownKeepsTrying(t *testing.T) {
 	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"me", "peer"}, KillHang: 100 * time.Millisecond})
-	logs := &lockedBuffer{}
+	logs := &limitedBuffer{max: 1 << 20} // goroutine-safe
+	count := func(what string) int { return strings.Count(string(logs.Bytes()), what) }
 	const cutOffAfter = 300 * time.Millisecond
 	tr := newPilot(t, d, Options{Hosts: []string{"peer"}, Env: []string{pilotstandin.EnvNode + "=me"},
 		PublishBackoffMin: time.Second, CutOffAfter: cutOffAfter, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
@@ -678,12 +660,12 @@ func TestPilotOwnDaemonDownKeepsTrying(t *testing.T) {
 	const diagnosis = "answers nothing while its node is registered"
 	transporttest.WaitFor(t, "the peer diagnosed as cut off", func() bool {
 		publish()
-		return logs.count(diagnosis) > 0
+		return count(diagnosis) > 0
 	})
-	if n := logs.count("cannot ask the registry"); n != 0 {
+	if n := count("cannot ask the registry"); n != 0 {
 		t.Errorf("the registry was asked while our own daemon was down (%d times)", n)
 	}
-	if n := logs.count("pilot daemon not running"); n != 2 {
+	if n := count("pilot daemon not running"); n != 2 {
 		t.Errorf("%d lines say our daemon is not running, want one per outage (2)", n)
 	}
 }
