@@ -31,6 +31,8 @@ func groupName(i int) string { return fmt.Sprintf("bench-%05d", i) }
 //	U <ms> <group>                  the group's leader is no longer known (a
 //	                                probe of every group's Status, every 250 ms)
 //	C <ms> <in> <out> <dropped>     the agent's message counters, every second
+//	E <ms> <campaigns>              campaigns its groups started so far (on
+//	                                "quiet" and "probe" from stdin)
 //
 // It runs until its stdin is closed (or it is killed), without handing
 // leadership off.
@@ -42,6 +44,7 @@ func runAgent(args []string) error {
 	groups := fs.Int("groups", 1, "groups to join")
 	native := fs.Bool("native", false, "run the native core (host.NewNativeAgent) instead of the wasm module")
 	stateDir := fs.String("state-dir", "", "persist state here (default: in memory)")
+	balanced := fs.Bool("balanced", false, "join with core.Config.BalancedPriority (the multi-group default priority)")
 	verbose := fs.Bool("v", false, "every 5 s, write the agent's counters and its groups' roles to stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the steady window (between quiet and probe) to this file")
 	if err := fs.Parse(args); err != nil {
@@ -99,7 +102,7 @@ func runAgent(args []string) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			el, err := ag.Join(ctx, core.Config{ID: *id, Group: groupName(i), Members: ids}, host.Callbacks{
+			el, err := ag.Join(ctx, core.Config{ID: *id, Group: groupName(i), Members: ids, BalancedPriority: *balanced}, host.Callbacks{
 				OnNewLeader: func(leader string, term uint64) {
 					viewMu.Lock()
 					view[i] = leader
@@ -134,6 +137,11 @@ func runAgent(args []string) error {
 		sc := bufio.NewScanner(os.Stdin)
 		profiling := false
 		for sc.Scan() {
+			var campaigns uint64
+			for _, el := range els {
+				campaigns += el.Status().Elections
+			}
+			line(fmt.Sprintf("E %d %d", now(), campaigns))
 			quiet := sc.Text() == "quiet"
 			probing.Store(!quiet)
 			if *cpuProfile != "" && quiet != profiling {

@@ -4,7 +4,12 @@
 // NATS server, all on this machine. `make bench-scale` runs it; it is not
 // part of `make test`.
 //
-//	go run ./internal/cmd/benchscale [-agents 3] [-groups 100,1000] [-cores wasm,native] [-json]
+//	go run ./internal/cmd/benchscale [-agents 3] [-groups 100,1000] [-cores wasm,native]
+//	        [-priority balanced|cksum] [-burn N] [-json]
+//
+// The agents join with core.Config.BalancedPriority (-priority cksum: the
+// single-group default, under which one agent leads every group). -burn N
+// runs N busy loops beside them: a CPU saturated by someone else.
 //
 // For each (G, core) it starts a broker and the agents, and reports:
 //
@@ -16,7 +21,9 @@
 //     window after a settling pause (the probes paused), the agents' RSS,
 //     the broker's messages per second (published into it / delivered out
 //     of it, from the agents' counters), and the new leaders reported in
-//     the window (0 when the groups are settled);
+//     the window (0 when the groups are settled), and the campaigns the
+//     agents started and the new terms led, per minute, in the window (an
+//     election storm shows here);
 //   - leaders per agent;
 //   - after kill -9 of the agent leading the most groups, for each group it
 //     led, the time until the survivors agree on a new leader (p50, p99,
@@ -47,6 +54,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "burn" {
+		burn()
+	}
 	if len(os.Args) > 1 && os.Args[1] == "agent" {
 		if err := runAgent(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "benchscale agent:", err)
@@ -72,6 +82,8 @@ type options struct {
 	json            bool
 	verbose         bool
 	cpuProfile      string
+	balanced        bool
+	burn            int
 }
 
 func run(args []string) error {
@@ -89,12 +101,24 @@ func run(args []string) error {
 	fs.BoolVar(&o.disk, "disk", false, "persist the agents' state in files (statestore) instead of memory")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "directory: each agent writes a CPU profile of the steady window to <dir>/<groups>-<core>-<id>.pprof")
+	var prio string
+	fs.StringVar(&prio, "priority", "balanced", "default priority of the agents: balanced (core.Config.BalancedPriority, the multi-group default) or cksum (the single-group default: one agent leads every group)")
+	fs.IntVar(&o.burn, "burn", 0, "busy-loop processes to run, at the benchmark's own niceness, from before the agents start until the run ends: a CPU saturated by someone else (two per core saturate it)")
 	fs.BoolVar(&o.verbose, "v", false, "agents describe their groups on stderr every 5 s; say which leaders each agent knows if the groups do not settle")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	switch prio {
+	case "balanced", "cksum":
+		o.balanced = prio == "balanced"
+	default:
+		return fmt.Errorf("-priority %q: want balanced or cksum", prio)
+	}
+	if o.burn < 0 || o.burn > 64 {
+		return fmt.Errorf("-burn %d: want 0..64", o.burn)
 	}
 	for _, g := range strings.Split(groups, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(g))
@@ -116,7 +140,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	rep := report{CPUs: runtime.NumCPU(), Agents: o.agents, SettleS: o.settle.Seconds(), WindowS: o.window.Seconds()}
+	rep := report{CPUs: runtime.NumCPU(), Agents: o.agents, SettleS: o.settle.Seconds(), WindowS: o.window.Seconds(), Priority: prio, Burn: o.burn}
 	rep.LoadBefore = loadavg()
 	for _, g := range o.groups {
 		for _, c := range o.cores {
@@ -143,6 +167,8 @@ type report struct {
 	Agents     int      `json:"agents"`
 	LoadBefore string   `json:"load_before"` // /proc/loadavg: 1, 5, 15 minutes
 	LoadAfter  string   `json:"load_after"`
+	Priority   string   `json:"priority"` // balanced or cksum
+	Burn       int      `json:"burn"`     // busy-loop processes beside the agents
 	SettleS    float64  `json:"settle_s"`
 	WindowS    float64  `json:"window_s"`
 	Runs       []result `json:"runs"`
@@ -169,6 +195,15 @@ type result struct {
 	// LeaderReports counts the agents' OnNewLeader calls in the window: 0
 	// when every group is settled; churning groups report new leaders.
 	LeaderReports int `json:"leader_reports_in_window"`
+	// CampaignsPerMin: campaigns (pre-votes included) the agents' groups
+	// started in the window, per minute: 0 when settled, high in a storm.
+	// ElectedPerMin: new terms with a leader reported in the window (each
+	// group's term counted once however many agents report it), per minute.
+	CampaignsPerMin float64 `json:"campaigns_per_min"`
+	ElectedPerMin   float64 `json:"elected_per_min"`
+	// StartCampaigns: campaigns from the start until the window (the cost
+	// of the first elections).
+	StartCampaigns uint64 `json:"start_campaigns"`
 	// Failover after kill -9 of Killed (the agent leading the most groups).
 	Killed        string    `json:"killed"`
 	FailoverN     int       `json:"failover_groups"` // groups it led
@@ -191,6 +226,9 @@ type agentProc struct {
 	dropped uint64
 	ctrAt   int64
 	dead    bool
+	// campaigns: the last E line's count, and when.
+	campaigns   uint64
+	campaignsAt int64
 }
 
 // event is one line from an agent.
@@ -202,6 +240,7 @@ type event struct {
 	who   string
 	a, b  uint64
 	c     uint64
+	term  uint64
 	err   error
 }
 
@@ -229,6 +268,14 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 		return res, fmt.Errorf("broker: no URL: %w", err)
 	}
 	url = strings.TrimSpace(url)
+
+	for range o.burn {
+		b := exec.Command(self, "burn")
+		if err := b.Start(); err != nil {
+			return res, err
+		}
+		defer func() { b.Process.Kill(); b.Wait() }()
+	}
 
 	ids := make([]string, o.agents)
 	for i := range ids {
@@ -265,6 +312,9 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 		if o.cpuProfile != "" {
 			args = append(args, "-cpuprofile", filepath.Join(o.cpuProfile, fmt.Sprintf("%d-%s-%s.pprof", groups, coreName, id)))
 		}
+		if o.balanced {
+			args = append(args, "-balanced")
+		}
 		if o.disk {
 			args = append(args, "-state-dir", filepath.Join(tmp, id))
 		}
@@ -287,6 +337,10 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 	}
 
 	leaderReports := 0 // OnNewLeader calls seen
+	// terms[g]: the highest term reported with a leader in group g;
+	// elected counts the raises.
+	terms := make([]uint64, groups)
+	elected := 0
 	// agreed[g]: the leader every live agent reports for g, or "".
 	agreed := make([]string, groups)
 	nAgreed := 0
@@ -323,6 +377,12 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 			a.leader[ev.group] = ev.who
 			update(ev.group)
 			leaderReports++
+			if ev.term > terms[ev.group] {
+				terms[ev.group] = ev.term
+				elected++
+			}
+		case "E":
+			a.campaigns, a.campaignsAt = ev.a, ev.ms
 		case "U":
 			a.leader[ev.group] = ""
 			update(ev.group)
@@ -405,16 +465,45 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 			io.WriteString(a.stdin, cmd+"\n")
 		}
 	}
+	campaignCount := func(after int64) (uint64, error) {
+		_, ok, err := wait(30*time.Second, func() bool {
+			for _, a := range agents {
+				if a.campaignsAt < after {
+					return false
+				}
+			}
+			return true
+		})
+		if !ok && err == nil {
+			err = errors.New("agents did not report their campaigns within 30 s")
+		}
+		var n uint64
+		for _, a := range agents {
+			n += a.campaigns
+		}
+		return n, err
+	}
+	asked := time.Now().UnixMilli()
 	tell("quiet") // the probes' Status calls are not part of the steady cost
+	campaigns0, err := campaignCount(asked)
+	if err != nil {
+		return res, err
+	}
+	res.StartCampaigns = campaigns0
 	cpu0 := cpuTicks(pids)
 	w0 := time.Now()
 	ctr0 := counters(agents)
-	reports0 := leaderReports
+	reports0, elected0 := leaderReports, elected
 	if err := drain(o.window); err != nil {
 		return res, err
 	}
 	cpu1 := cpuTicks(pids)
+	asked = time.Now().UnixMilli()
 	tell("probe")
+	campaigns1, err := campaignCount(asked)
+	if err != nil {
+		return res, err
+	}
 	elapsed := time.Since(w0).Seconds()
 	ctr1 := counters(agents)
 	for i, p := range pids {
@@ -433,13 +522,15 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 	}
 	res.Dropped = ctr1.dropped
 	res.LeaderReports = leaderReports - reports0
+	res.CampaignsPerMin = round1(float64(campaigns1-campaigns0) / elapsed * 60)
+	res.ElectedPerMin = round1(float64(elected-elected0) / elapsed * 60)
 	// Leaders lost during the window show at the next probe.
 	if err := drain(time.Second); err != nil {
 		return res, err
 	}
 	res.Leaders = leadersPerAgent(ids, agreed)
-	logf("   steady: agents %v %% CPU, broker %.1f %%; leaders %v; %d new leaders reported in the window",
-		res.AgentCPU, res.BrokerCPU, res.Leaders, res.LeaderReports)
+	logf("   steady: agents %v %% CPU, broker %.1f %%; leaders %v; %d new leaders reported in the window; %.1f campaigns and %.1f new terms led per minute (%d campaigns before)",
+		res.AgentCPU, res.BrokerCPU, res.Leaders, res.LeaderReports, res.CampaignsPerMin, res.ElectedPerMin, res.StartCampaigns)
 	if res.LedS < 0 {
 		// Unsettled groups cannot fail over in any measurable way.
 		return res, nil
@@ -512,6 +603,12 @@ done:
 	return res, nil
 }
 
+// burn is a busy loop, until killed: a CPU taken by someone else.
+func burn() {
+	for x := uint64(1); ; x = x*6364136223846793005 + 1 {
+	}
+}
+
 func readAgent(i int, r io.Reader, events chan<- event, quit <-chan struct{}) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
@@ -525,6 +622,9 @@ func readAgent(i int, r io.Reader, events chan<- event, quit <-chan struct{}) {
 		case f[0] == "L" && len(f) == 5:
 			ev.group, _ = strconv.Atoi(f[2])
 			ev.who = f[3]
+			ev.term, _ = strconv.ParseUint(f[4], 10, 64)
+		case f[0] == "E" && len(f) == 3:
+			ev.a, _ = strconv.ParseUint(f[2], 10, 64)
 		case f[0] == "C" && len(f) == 5:
 			ev.a, _ = strconv.ParseUint(f[2], 10, 64)
 			ev.b, _ = strconv.ParseUint(f[3], 10, 64)
@@ -637,10 +737,10 @@ func logf(format string, a ...any) {
 
 // table prints the results in the layout of the scale issue's table.
 func (r report) table(w io.Writer) {
-	fmt.Fprintf(w, "%d agents on %d CPUs; load average (1, 5, 15 min) %s before, %s after; settle %.0f s, window %.0f s\n\n",
-		r.Agents, r.CPUs, r.LoadBefore, r.LoadAfter, r.SettleS, r.WindowS)
-	fmt.Fprintln(w, "| G groups | load at start | all groups led, known by all | steady CPU per agent (one core = 100 %) | broker CPU | RSS per agent | broker msgs/s in / out | leaders per agent | new leaders reported in the window | kill -9 of the busiest agent → re-led p50 / p99 / max | leaders after |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintf(w, "%d agents on %d CPUs, %s priorities, %d busy loops; load average (1, 5, 15 min) %s before, %s after; settle %.0f s, window %.0f s\n\n",
+		r.Agents, r.CPUs, r.Priority, r.Burn, r.LoadBefore, r.LoadAfter, r.SettleS, r.WindowS)
+	fmt.Fprintln(w, "| G groups | load at start | all groups led, known by all | steady CPU per agent (one core = 100 %) | broker CPU | RSS per agent | broker msgs/s in / out | leaders per agent | new leaders reported in the window | campaigns / new terms led per minute in the window (before it) | kill -9 of the busiest agent → re-led p50 / p99 / max | leaders after |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, x := range r.Runs {
 		led := fmt.Sprintf("not within the timeout (joined %.1f s)", x.JoinedS)
 		if x.LedS >= 0 {
@@ -652,9 +752,9 @@ func (r report) table(w io.Writer) {
 		} else if x.FailoverDone < x.FailoverN {
 			fo = fmt.Sprintf("%d of %d groups re-led within the timeout", x.FailoverDone, x.FailoverN)
 		}
-		fmt.Fprintf(w, "| %d, %s | %s | %s | %s | %.1f %% | %s MiB | %.0f / %.0f | %v | %d | %s | %v |\n",
+		fmt.Fprintf(w, "| %d, %s | %s | %s | %s | %.1f %% | %s MiB | %.0f / %.0f | %v | %d | %.1f / %.1f (%d) | %s | %v |\n",
 			x.Groups, x.Core, x.Load, led, spread(x.AgentCPU, " %"), x.BrokerCPU, spread(x.AgentRSSMiB, ""),
-			x.MsgsInPerS, x.MsgsOutPerS, x.Leaders, x.LeaderReports, fo, x.LeadersAfter)
+			x.MsgsInPerS, x.MsgsOutPerS, x.Leaders, x.LeaderReports, x.CampaignsPerMin, x.ElectedPerMin, x.StartCampaigns, fo, x.LeadersAfter)
 	}
 }
 
