@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -70,4 +71,22 @@ func (d *dupGuard) unready(now time.Time) string {
 	}
 	return fmt.Sprintf("another process spoke with this agent's id %v ago (%d reports): two agents with one id vote twice; this agent keeps running",
 		now.Sub(d.last).Round(time.Millisecond), d.reports)
+}
+
+// self handles a report of another process speaking with this agent's id:
+// an agent still starting that hears it for an election timeout refuses
+// to go on (reason on selfDup: exit 5); one that was running first keeps
+// running and says so (RATIONALE: "Duplicate ids").
+func (g *dupGuard) self(reason string, selfDup chan<- string, logger *slog.Logger) {
+	switch starting, refuse := g.report(time.Now()); {
+	case refuse:
+		select {
+		case selfDup <- reason:
+		default:
+		}
+	case starting:
+		logger.Warn("another process speaks with this agent's id while it starts; if that goes on for an election timeout, this agent stops (exit 5)", "reason", reason)
+	default:
+		logger.Warn("another process speaks with this agent's id; this agent was running first and keeps running: stop the other one (give every agent its own --id)", "reason", reason)
+	}
 }

@@ -226,14 +226,20 @@ func (p *agentProc) get(path string) (int, string, error) {
 
 func (p *agentProc) status() (statusJSON, error) {
 	var s statusJSON
-	code, body, err := p.get("/status")
+	return s, p.getJSON("/status", &s)
+}
+
+// getJSON decodes the JSON answer to GET path into v; an answer other than
+// 200 is an error.
+func (p *agentProc) getJSON(path string, v any) error {
+	code, body, err := p.get(path)
 	if err != nil {
-		return s, err
+		return err
 	}
 	if code != 200 {
-		return s, fmt.Errorf("/status: %d %s", code, body)
+		return fmt.Errorf("%s: %d %s", path, code, body)
 	}
-	return s, json.Unmarshal([]byte(body), &s)
+	return json.Unmarshal([]byte(body), v)
 }
 
 // waitAgreement waits until every live agent but except reports the same
@@ -281,16 +287,23 @@ func (c *cluster) waitAgreement(except string, minTerm uint64, within time.Durat
 // waitCommand waits until the leader-only command of term runs on leader.
 func (c *cluster) waitCommand(leader string, term uint64, within time.Duration) {
 	c.t.Helper()
+	c.waitCommandIn(c.shared, leader, term, within)
+}
+
+// waitCommandIn is waitCommand for the commands whose lock and log are in
+// dir (one group's, with several groups).
+func (c *cluster) waitCommandIn(dir, leader string, term uint64, within time.Duration) {
+	c.t.Helper()
 	want := fmt.Sprintf("%d %s", term, leader)
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(filepath.Join(c.shared, "lock")); err == nil && string(b) == want {
+		if b, err := os.ReadFile(filepath.Join(dir, "lock")); err == nil && string(b) == want {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	b, _ := os.ReadFile(filepath.Join(c.shared, "lock"))
-	c.t.Fatalf("the leader-only command of term %d on %s is not running within %v (lock: %q)", term, leader, within, b)
+	b, _ := os.ReadFile(filepath.Join(dir, "lock"))
+	c.t.Fatalf("the leader-only command of term %d on %s is not running within %v (lock in %s: %q)", term, leader, within, dir, b)
 }
 
 // waitCommandFrom waits until the leader-only command runs for term or a
@@ -319,10 +332,17 @@ func (c *cluster) waitCommandFrom(exclude string, term uint64, within time.Durat
 // that terms only grew.
 func (c *cluster) checkCommandLog() {
 	c.t.Helper()
-	if o := readLines(filepath.Join(c.shared, "overlaps")); len(o) > 0 {
+	c.checkCommandLogIn(c.shared)
+}
+
+// checkCommandLogIn is checkCommandLog for the commands whose lock and log
+// are in dir.
+func (c *cluster) checkCommandLogIn(dir string) {
+	c.t.Helper()
+	if o := readLines(filepath.Join(dir, "overlaps")); len(o) > 0 {
 		c.t.Fatalf("two leader-only commands ran at once:\n%s", strings.Join(o, "\n"))
 	}
-	lines := readLines(filepath.Join(c.shared, "log"))
+	lines := readLines(filepath.Join(dir, "log"))
 	running := ""
 	var lastTerm uint64
 	starts := 0

@@ -94,6 +94,12 @@ func needBinary(t *testing.T) {
 // $ELECTHOST_TEST_DIR/log as "start|stop <term> <leader> <unix ns>".
 func leaderCmdMain() int {
 	dir := os.Getenv("ELECTHOST_TEST_DIR")
+	if os.Getenv("ELECTHOST_TEST_PER_GROUP") != "" && os.Getenv("ELECT_GROUP") != "" {
+		// An agent of several groups: each group's commands have their
+		// own lock and log, chosen by ELECT_GROUP.
+		dir = filepath.Join(dir, os.Getenv("ELECT_GROUP"))
+		os.MkdirAll(dir, 0o755)
+	}
 	term, leader := os.Getenv("ELECT_TERM"), os.Getenv("ELECT_LEADER")
 	logLine := func(what string) {
 		f, err := os.OpenFile(filepath.Join(dir, "log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)

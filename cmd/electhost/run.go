@@ -36,6 +36,9 @@ const killSlack = 50 * time.Millisecond
 
 type runOptions struct {
 	id, group       string
+	groupFlags      []string // every --group
+	groupsFile      string   // --groups-file
+	groups          []string // several groups (runMany); group is "" then
 	priority        uint32
 	mode            string
 	members         []string
@@ -130,7 +133,11 @@ Every flag, default and exit code: cmd/electhost/README.md.`,
 			if err := o.complete(cmd); err != nil {
 				return err
 			}
-			err := o.run(cmd.Context(), cmd)
+			run := o.run
+			if len(o.groups) > 1 {
+				run = o.runMany
+			}
+			err := run(cmd.Context(), cmd)
 			if err != nil && cmd.Context().Err() != nil && !o.joined {
 				if o.once {
 					return o.notRun()
@@ -141,7 +148,8 @@ Every flag, default and exit code: cmd/electhost/README.md.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&o.group, "group", "", "group to join (required)")
+	f.StringArrayVar(&o.groupFlags, "group", nil, "group to join (required, or --groups-file); repeat it to join several")
+	f.StringVar(&o.groupsFile, "groups-file", "", "join every group named in this file, one per line (# comments and blank lines ignored), besides any --group")
 	f.StringVar(&o.id, "id", "", "this agent's id (default: the host name; give one per agent when several run on a host)")
 	f.Uint32Var(&o.priority, "priority", 0, "priority; higher is preferred (default: POSIX cksum of the id, as the seed skill)")
 	f.StringVar(&o.mode, "mode", "quorum", "election mode: quorum (needs --members) or bully")
@@ -297,8 +305,17 @@ func deriveTiming(mode core.Mode, hb, et, lease, grace time.Duration, withCmd bo
 }
 
 func (o *runOptions) complete(cmd *cobra.Command) error {
-	if o.group == "" {
-		return usageErrorf("--group is required")
+	groups, err := readGroups(o.groupFlags, o.groupsFile)
+	if err != nil {
+		return err
+	}
+	if len(groups) == 1 {
+		o.group = groups[0]
+	} else {
+		o.groups = groups
+		if err := o.refuseForMany(cmd); err != nil {
+			return err
+		}
 	}
 	if o.id == "" {
 		o.id = defaultID()
@@ -357,6 +374,12 @@ func (o *runOptions) complete(cmd *cobra.Command) error {
 		ID: o.id, Group: o.group, Priority: o.priority, Mode: mode, Members: members, AwaitConfig: o.join,
 		HeartbeatMs: tm.heartbeatMs, ElectionTimeoutMs: tm.electionTimeoutMs, LeaseMs: tm.leaseMs,
 		Value: o.value,
+		// Several groups: leadership spread over the agents (RATIONALE:
+		// "balanced priorities are chosen explicitly").
+		BalancedPriority: len(o.groups) > 1,
+	}
+	if len(o.groups) > 1 {
+		o.cfg.Group = o.groups[0] // Validate checks the rest: readGroups did their names
 	}
 	if len(o.cmdArgs) > 0 {
 		// On a hand-off the command is told to stop when this agent
@@ -371,7 +394,11 @@ func (o *runOptions) complete(cmd *cobra.Command) error {
 		return inFlags(err)
 	}
 	if o.stateDir == "" {
-		o.stateDir = defaultStateDir(o.id, o.group)
+		if len(o.groups) > 1 {
+			o.stateDir = defaultStateDirMany(o.id)
+		} else {
+			o.stateDir = defaultStateDir(o.id, o.group)
+		}
 	}
 	return nil
 }
@@ -415,34 +442,13 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		defer ln.Close()
 	}
 
-	var sup *supervise.Supervisor
-	if len(o.cmdArgs) > 0 {
-		if _, err := exec.LookPath(o.cmdArgs[0]); err != nil {
-			return usageErrorf("leader-only command %q not found or not executable (give a path, or a name in PATH)", o.cmdArgs[0])
-		}
-		sup, err = supervise.New(supervise.Options{
-			Path: o.cmdArgs[0], Args: o.cmdArgs[1:],
-			Stdout: os.Stdout, Stderr: os.Stderr,
-			Grace:   o.grace,
-			Logger:  logger,
-			Shim:    shimPath(),
-			Contain: supervise.Containment(o.containment),
-		})
-		if err != nil {
-			return configErrorf("--containment %s: %s", o.containment, strings.TrimPrefix(err.Error(), "supervise: "))
-		}
-	}
-
-	store, err := statestore.Open(o.stateDir, statestore.Options{Logger: baseLogger})
+	sup, err := o.newSupervisor(logger)
 	if err != nil {
-		if errors.Is(err, statestore.ErrLocked) {
-			return configErrorf("--state-dir %s is in use by another process (another agent with --id %s? give each agent its own --id or --state-dir)", o.stateDir, o.id)
-		}
-		if errors.Is(err, statestore.ErrCorrupt) {
-			return configErrorf("the state manifest %s (the list of the states ever saved in --state-dir %s) is corrupt (%s); restore it from a backup, or rebuild it from the state files present and reset this member with: electhost reset-state --group %s --id %s --state-dir %s (safe once the others have moved past its term)",
-				filepath.Join(o.stateDir, statestore.ManifestName), o.stateDir, corruptWhy(err), o.group, o.id, o.stateDir)
-		}
-		return configErrorf("--state-dir %s: %s", o.stateDir, userWords(err.Error()))
+		return err
+	}
+	store, err := o.openStore(baseLogger, o.group)
+	if err != nil {
+		return err
 	}
 	defer store.Close()
 	drained, err := loadDrained(store, o.id, o.group)
@@ -451,32 +457,12 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	}
 	gt := &gate{operator: drained, checked: o.check.enabled()}
 
-	// The transport before the module: a broker that cannot be reached
-	// fails before the first start logs that it compiles the module.
-	tr, err := o.tf.open(ctx, "electhost "+o.id, baseLogger, o.heartbeat, false)
+	tr, agent, clock, closeRest, err := o.openAgent(ctx, store, baseLogger, logger)
 	if err != nil {
 		return err
 	}
-	defer tr.Close()
-
-	rt, err := wasmrt.NewRuntime(ctx, wasmrt.Config{WasmPath: o.wasmPath, CacheDir: o.cacheDir, Logger: baseLogger})
-	if err != nil {
-		return configErrorf("%s", userWords(err.Error()))
-	}
-	defer rt.Close(context.Background())
-
-	clock := host.NewRealClock()
-	st := &agentState{}
-	agent, err := rt.NewAgent(ctx, host.AgentConfig{
-		Transport: tr, Store: store, Clock: clock, Logger: baseLogger,
-		OnTrap: func(err error) {
-			logger.Error("wasm trap; the module was re-instantiated from persisted state", "err", err)
-		},
-	})
-	if err != nil {
-		return configErrorf("%s", userWords(err.Error()))
-	}
-	st.stats = agent.Stats
+	defer closeRest()
+	st := &agentState{stats: agent.Stats}
 	agentClosed := false
 	defer func() {
 		if !agentClosed {
@@ -488,19 +474,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 	var el *host.Election
 	var elp atomic.Pointer[host.Election] // el, for callbacks that may run before Join returns
 	lead := newLeadership(sup, o, logger)
-	lead.leaseEnd = func(term uint64) time.Time {
-		e := elp.Load()
-		if e == nil {
-			return time.Time{}
-		}
-		cs := e.Status()
-		if cs.Role != core.RoleLeader || cs.Term != term || cs.LeaseUntil <= 0 {
-			return time.Time{}
-		}
-		// The core's milliseconds are the agent clock's, truncated: a
-		// millisecond earlier is never later than the lease's end.
-		return time.Now().Add(time.Duration(cs.LeaseUntil-clock.NowMs()-1) * time.Millisecond)
-	}
+	lead.leaseEnd = leaseEnd(elp.Load, clock)
 	// Another process with this agent's id: an agent still starting that
 	// hears it for an election timeout refuses to go on (exit 5); one that
 	// was running first keeps running and says so (RATIONALE: "Duplicate
@@ -513,40 +487,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 			lead.start(lctx, term) // the host logs "started leading" and "stopped leading"
 		},
 		OnNewLeader: func(leader string, term uint64) {
-			// Failover: from the last message heard from the previous
-			// leader (as the core saw it) to knowing the new one.
-			var lastHeard int64 = -1
-			st.mu.Lock()
-			prevLeader := st.leader
-			st.mu.Unlock()
-			if e := elp.Load(); e != nil {
-				for _, m := range e.Status().Members {
-					if m.ID == prevLeader && m.LastHeard > 0 {
-						lastHeard = m.LastHeard
-					}
-				}
-			}
-			now := clock.NowMs()
-			st.mu.Lock()
-			prev := st.leader
-			st.leader, st.term = leader, max(st.term, term)
-			var failover time.Duration
-			measured := false
-			if leader != prev && prev != "" && lastHeard > 0 {
-				failover, measured = time.Duration(max(now-lastHeard, 0))*time.Millisecond, true
-			}
-			st.mu.Unlock()
-			if leader != prev {
-				mets.LeaderChanged()
-				if measured {
-					mets.ObserveFailover(failover)
-				}
-			}
-			if measured {
-				logger.Info("leader", "leader", leader, "term", term, "failover", failover)
-			} else {
-				logger.Info("leader", "leader", leader, "term", term)
-			}
+			noteLeader(st, elp.Load(), clock, mets, logger, leader, term)
 		},
 		OnValue: func(leader string, term uint64, value string) {
 			logger.Info("leader value", "leader", leader, "term", term, "value", value)
@@ -576,17 +517,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 			if id != o.id {
 				return // a member heard from two processes: the alarm is all
 			}
-			switch starting, refuse := st.dup.report(time.Now()); {
-			case refuse:
-				select {
-				case selfDup <- reason:
-				default:
-				}
-			case starting:
-				logger.Warn("another process speaks with this agent's id while it starts; if that goes on for an election timeout, this agent stops (exit 5)", "reason", reason)
-			default:
-				logger.Warn("another process speaks with this agent's id; this agent was running first and keeps running: stop the other one (give every agent its own --id)", "reason", reason)
-			}
+			st.dup.self(reason, selfDup, logger)
 		},
 	}
 	mets = metrics.New(o.group, o.id, func() metrics.Snapshot {
@@ -1064,4 +995,95 @@ func shimPath() string {
 		return ""
 	}
 	return p
+}
+
+// newSupervisor is the supervisor of the leader-only command (nil without
+// one).
+func (o *runOptions) newSupervisor(logger *slog.Logger) (*supervise.Supervisor, error) {
+	if len(o.cmdArgs) == 0 {
+		return nil, nil
+	}
+	if _, err := exec.LookPath(o.cmdArgs[0]); err != nil {
+		return nil, usageErrorf("leader-only command %q not found or not executable (give a path, or a name in PATH)", o.cmdArgs[0])
+	}
+	sup, err := supervise.New(supervise.Options{
+		Path: o.cmdArgs[0], Args: o.cmdArgs[1:],
+		Stdout: os.Stdout, Stderr: os.Stderr,
+		Grace:   o.grace,
+		Logger:  logger,
+		Shim:    shimPath(),
+		Contain: supervise.Containment(o.containment),
+	})
+	if err != nil {
+		return nil, configErrorf("--containment %s: %s", o.containment, strings.TrimPrefix(err.Error(), "supervise: "))
+	}
+	return sup, nil
+}
+
+// openStore opens --state-dir, saying what to do when it cannot (group:
+// the one reset-state would name; "G" with several).
+func (o *runOptions) openStore(logger *slog.Logger, group string) (*statestore.Store, error) {
+	store, err := statestore.Open(o.stateDir, statestore.Options{Logger: logger})
+	if err == nil {
+		return store, nil
+	}
+	if errors.Is(err, statestore.ErrLocked) {
+		return nil, configErrorf("--state-dir %s is in use by another process (another agent with --id %s? give each agent its own --id or --state-dir)", o.stateDir, o.id)
+	}
+	if errors.Is(err, statestore.ErrCorrupt) {
+		return nil, configErrorf("the state manifest %s (the list of the states ever saved in --state-dir %s) is corrupt (%s); restore it from a backup, or rebuild it from the state files present and reset this member with: electhost reset-state --group %s --id %s --state-dir %s (safe once the others have moved past its term)",
+			filepath.Join(o.stateDir, statestore.ManifestName), o.stateDir, corruptWhy(err), group, o.id, o.stateDir)
+	}
+	return nil, configErrorf("--state-dir %s: %s", o.stateDir, userWords(err.Error()))
+}
+
+// openAgent opens the transport, then the module's runtime and the agent
+// on them; closeRest closes the runtime and the transport, once the caller
+// has closed the agent.
+func (o *runOptions) openAgent(ctx context.Context, store host.Store, baseLogger, logger *slog.Logger) (tr transport.Transport, agent *host.Agent, clock host.Clock, closeRest func(), err error) {
+	// The transport before the module: a broker that cannot be reached
+	// fails before the first start logs that it compiles the module.
+	tr, err = o.tf.open(ctx, "electhost "+o.id, baseLogger, o.heartbeat, false)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	rt, err := wasmrt.NewRuntime(ctx, wasmrt.Config{WasmPath: o.wasmPath, CacheDir: o.cacheDir, Logger: baseLogger})
+	if err != nil {
+		tr.Close()
+		return nil, nil, nil, nil, configErrorf("%s", userWords(err.Error()))
+	}
+	clock = host.NewRealClock()
+	agent, err = rt.NewAgent(ctx, host.AgentConfig{
+		Transport: tr, Store: store, Clock: clock, Logger: baseLogger,
+		OnTrap: func(err error) {
+			logger.Error("wasm trap; the module was re-instantiated from persisted state", "err", err)
+		},
+	})
+	if err != nil {
+		rt.Close(context.Background())
+		tr.Close()
+		return nil, nil, nil, nil, configErrorf("%s", userWords(err.Error()))
+	}
+	return tr, agent, clock, func() {
+		rt.Close(context.Background())
+		tr.Close()
+	}, nil
+}
+
+// leaseEnd is when the lease of term ends as the election el returns sees
+// it (zero: none, or el not joined yet), for the supervisor's own deadline.
+func leaseEnd(el func() *host.Election, clock host.Clock) func(term uint64) time.Time {
+	return func(term uint64) time.Time {
+		e := el()
+		if e == nil {
+			return time.Time{}
+		}
+		cs := e.Status()
+		if cs.Role != core.RoleLeader || cs.Term != term || cs.LeaseUntil <= 0 {
+			return time.Time{}
+		}
+		// The core's milliseconds are the agent clock's, truncated: a
+		// millisecond earlier is never later than the lease's end.
+		return time.Now().Add(time.Duration(cs.LeaseUntil-clock.NowMs()-1) * time.Millisecond)
+	}
 }

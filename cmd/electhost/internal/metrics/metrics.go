@@ -48,6 +48,9 @@ type Snapshot struct {
 	// not lead. Checked: a health check is configured; Healthy: it passes.
 	Drained, Checked, Healthy bool
 	TermSpent                 bool // the term is core.MaxTerm: no election can be held
+	// An agent of several groups (NewMany) counts its groups instead:
+	// joined, led by it, ready (/readyz?group=G), drained, term spent.
+	Groups, GroupsLed, GroupsReady, GroupsDrained, GroupsTermSpent int
 }
 
 // FailoverBuckets are the failover histogram's upper bounds, in seconds:
@@ -66,14 +69,17 @@ type Metrics struct {
 // registry (with the Go runtime and process collectors). source is called
 // once per scrape; nil reports zeros.
 func New(group, id string, source func() Snapshot) *Metrics {
-	labels := prometheus.Labels{"group": group, "id": id}
+	return newMetrics(prometheus.Labels{"group": group, "id": id}, source, false)
+}
+
+func newMetrics(labels prometheus.Labels, source func() Snapshot, many bool) *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
 		reg:    reg,
 		labels: labels,
 		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "electcore", Name: "leader_changes_total",
-			Help:        "Times this agent saw the group's leader change to another member.",
+			Help:        "Times this agent saw the group's leader change to another member (with several groups: in any of them).",
 			ConstLabels: labels,
 		}),
 		failover: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -86,9 +92,18 @@ func New(group, id string, source func() Snapshot) *Metrics {
 	if source == nil {
 		source = func() Snapshot { return Snapshot{} }
 	}
-	reg.MustRegister(m.leaderChanges, m.failover, newSnapshotCollector(labels, source),
+	reg.MustRegister(m.leaderChanges, m.failover, newSnapshotCollector(labels, source, many),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// NewMany registers the metrics of an agent of several groups, labelled id
+// only: the same counters, summed over its groups, and gauges that count
+// its groups by state (electcore_groups, _groups_led, _groups_ready,
+// _groups_drained, _groups_term_spent) in place of the one group's gauges.
+// The series do not grow with the number of groups.
+func NewMany(id string, source func() Snapshot) *Metrics {
+	return newMetrics(prometheus.Labels{"id": id}, source, true)
 }
 
 // Registry returns the metrics' own registry, where a transport's own
@@ -120,7 +135,7 @@ type snapshotCollector struct {
 	metrics []snapshotMetric
 }
 
-func newSnapshotCollector(labels prometheus.Labels, source func() Snapshot) *snapshotCollector {
+func newSnapshotCollector(labels prometheus.Labels, source func() Snapshot, many bool) *snapshotCollector {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc("electcore_"+name, help, nil, labels)
 	}
@@ -130,10 +145,8 @@ func newSnapshotCollector(labels prometheus.Labels, source func() Snapshot) *sna
 		}
 		return 0
 	}
-	return &snapshotCollector{source: source, metrics: []snapshotMetric{
-		{d("elections_total", "Elections (campaigns) this agent started."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.Elections) }},
-		{d("term", "The agent's current term (the leader's fencing token)."), prometheus.GaugeValue, func(s Snapshot) float64 { return float64(s.Term) }},
-		{d("is_leader", "1 while this agent leads the group, else 0."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.IsLeader) }},
+	common := []snapshotMetric{
+		{d("elections_total", "Elections (campaigns) this agent started (with several groups: in all of them)."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.Elections) }},
 		{d("messages_received_total", "Messages received from the bus."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.MessagesIn) }},
 		{d("messages_published_total", "Messages published to the bus."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.MessagesOut) }},
 		{d("messages_rejected_total", "Messages refused: malformed, wrong group, stale term, unparseable."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.Rejected) }},
@@ -145,6 +158,19 @@ func newSnapshotCollector(labels prometheus.Labels, source func() Snapshot) *sna
 		{d("duplicate_ids_total", "Reports of an agent id spoken by two processes at once (this agent's or a member's): two agents share an id."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.DuplicateIDs) }},
 		{d("leader_command_starts_total", "Starts of the leader-only command."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.CmdStarts) }},
 		{d("leader_command_kills_total", "Stops of the leader-only command that needed SIGKILL."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.CmdKills) }},
+	}
+	if many {
+		return &snapshotCollector{source: source, metrics: append(common,
+			snapshotMetric{d("groups", "Groups this agent joined."), prometheus.GaugeValue, func(s Snapshot) float64 { return float64(s.Groups) }},
+			snapshotMetric{d("groups_led", "Groups this agent leads."), prometheus.GaugeValue, func(s Snapshot) float64 { return float64(s.GroupsLed) }},
+			snapshotMetric{d("groups_ready", "Groups with a current leader as this agent sees it (what /readyz?group=G answers)."), prometheus.GaugeValue, func(s Snapshot) float64 { return float64(s.GroupsReady) }},
+			snapshotMetric{d("groups_drained", "Groups in which the operator drained this agent."), prometheus.GaugeValue, func(s Snapshot) float64 { return float64(s.GroupsDrained) }},
+			snapshotMetric{d("groups_term_spent", "Groups whose term is the highest there is (MaxTerm): no election can be held in them until reset."), prometheus.GaugeValue, func(s Snapshot) float64 { return float64(s.GroupsTermSpent) }},
+		)}
+	}
+	return &snapshotCollector{source: source, metrics: append(common, []snapshotMetric{
+		{d("term", "The agent's current term (the leader's fencing token)."), prometheus.GaugeValue, func(s Snapshot) float64 { return float64(s.Term) }},
+		{d("is_leader", "1 while this agent leads the group, else 0."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.IsLeader) }},
 		{d("config_index", "Index of the configuration (member set) this agent holds; grows with every change and every new leader (restarts at 1 only after a forged index near its bound)."), prometheus.GaugeValue, func(s Snapshot) float64 { return float64(s.ConfIndex) }},
 		{d("config_members", "Members in the configuration this agent holds."), prometheus.GaugeValue, func(s Snapshot) float64 { return float64(s.ConfMembers) }},
 		{d("config_committed", "1 when the configuration this agent holds is known to be committed, else 0 (a change in flight)."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.ConfCommitted) }},
@@ -152,7 +178,7 @@ func newSnapshotCollector(labels prometheus.Labels, source func() Snapshot) *sna
 		{d("drained", "1 while the operator has drained this agent (it neither campaigns nor accepts a hand-off), else 0."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.Drained) }},
 		{d("unhealthy", "1 while this agent's health check (--check, --check-http) fails, so that it does not lead, else 0."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.Checked && !s.Healthy) }},
 		{d("term_spent", "1 while this agent's term is the highest there is (MaxTerm): it can hold no election until its state is reset."), prometheus.GaugeValue, func(s Snapshot) float64 { return b2f(s.TermSpent) }},
-	}}
+	}...)}
 }
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
