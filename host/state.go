@@ -14,9 +14,12 @@ import (
 // core.GroupState (msgp) of agent id in group: "<id>=<group>", with '/'
 // written as "%2F" (state names cannot contain path separators).
 func StateName(id, group string) string {
-	esc := strings.NewReplacer("%", "%25", "/", "%2F")
-	return esc.Replace(id) + "=" + esc.Replace(group)
+	return stateEscaper.Replace(id) + "=" + stateEscaper.Replace(group)
 }
+
+// stateEscaper is built once: building it for every name (every save of
+// every group) cost 5 % of an agent's CPU in 1,000 groups.
+var stateEscaper = strings.NewReplacer("%", "%25", "/", "%2F")
 
 // Store keeps an agent's persisted election state, one blob per name
 // (StateName): statestore.Store on disk, statestore.Mem in memory, or a

@@ -94,3 +94,14 @@ func TestNilStorePointerKeepsStateInMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A state name costs one allocation (the agent names a state at every
+// save of every group).
+func TestStateNameAllocatesOnce(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { StateName("agent-1", "group-1") }); n > 1 {
+		t.Fatalf("StateName: %v allocations", n)
+	}
+	if got := StateName("a/b%", "g/1"); got != "a%2Fb%25=g%2F1" {
+		t.Fatalf("StateName = %q", got)
+	}
+}
