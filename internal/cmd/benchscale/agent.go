@@ -46,6 +46,7 @@ func runAgent(args []string) error {
 	stateDir := fs.String("state-dir", "", "persist state here (default: in memory)")
 	balanced := fs.Bool("balanced", false, "join with core.Config.BalancedPriority (the multi-group default priority)")
 	verbose := fs.Bool("v", false, "every 5 s, write the agent's counters and its groups' roles to stderr")
+	callTimeout := fs.Duration("call-timeout", 0, "wasm: the deadline of one call into the module (0: the library's, 1 s)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the steady window (between quiet and probe) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -67,7 +68,7 @@ func runAgent(args []string) error {
 		ag, err = host.NewNativeAgent(ctx, cfg)
 	} else {
 		var rt *wasmrt.Runtime
-		if rt, err = wasmrt.NewRuntime(ctx, wasmrt.Config{}); err == nil {
+		if rt, err = wasmrt.NewRuntime(ctx, wasmrt.Config{CallTimeout: *callTimeout}); err == nil {
 			ag, err = rt.NewAgent(ctx, cfg)
 		}
 	}

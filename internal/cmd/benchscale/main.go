@@ -84,6 +84,7 @@ type options struct {
 	cpuProfile      string
 	balanced        bool
 	burn            int
+	callTimeout     time.Duration
 }
 
 func run(args []string) error {
@@ -100,6 +101,7 @@ func run(args []string) error {
 	fs.DurationVar(&o.failoverTimeout, "failover-timeout", 60*time.Second, "give up waiting for the killed agent's groups to be led again")
 	fs.BoolVar(&o.disk, "disk", false, "persist the agents' state in files (statestore) instead of memory")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON")
+	fs.DurationVar(&o.callTimeout, "call-timeout", 0, "wasm agents: the deadline of one call into the module (0: the library's, 1 s)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "directory: each agent writes a CPU profile of the steady window to <dir>/<groups>-<core>-<id>.pprof")
 	var prio string
 	fs.StringVar(&prio, "priority", "balanced", "default priority of the agents: balanced (core.Config.BalancedPriority, the multi-group default) or cksum (the single-group default: one agent leads every group)")
@@ -308,6 +310,9 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 		}
 		if o.verbose {
 			args = append(args, "-v")
+		}
+		if o.callTimeout > 0 && coreName == "wasm" {
+			args = append(args, "-call-timeout", o.callTimeout.String())
 		}
 		if o.cpuProfile != "" {
 			args = append(args, "-cpuprofile", filepath.Join(o.cpuProfile, fmt.Sprintf("%d-%s-%s.pprof", groups, coreName, id)))
