@@ -21,6 +21,7 @@ type Engine struct {
 	enc       encoder
 	msg       wireMsg
 	dirty     []*group
+	due       []*group
 
 	reusePayloads bool
 }
@@ -39,9 +40,10 @@ func NewEngine() *Engine {
 func (e *Engine) ReusePayloads() { e.reusePayloads = true }
 
 // Step applies one input batch and appends what it produced to out (reset
-// first with out.Reset to reuse its buffers). Inbound messages are handled
-// first, then commands, then timers that are due, so a heartbeat arriving in
-// the same batch as an election deadline wins.
+// first with out.Reset to reuse its buffers). A leader whose lease ended by
+// now steps down first; then inbound messages are handled, then commands,
+// then the other timers that are due, so a heartbeat arriving in the same
+// batch as an election deadline wins.
 func (e *Engine) Step(in *Input, out *Output) {
 	if in.Now > e.now {
 		e.now = in.Now
@@ -53,6 +55,7 @@ func (e *Engine) Step(in *Input, out *Output) {
 	for i := range in.Join {
 		e.join(&in.Join[i])
 	}
+	e.expireLeases()
 	for i := range in.Inbound {
 		e.receive(&in.Inbound[i])
 	}
@@ -74,6 +77,34 @@ func (e *Engine) Step(in *Input, out *Output) {
 		out.WakeAt = e.timers[0].wake
 	}
 	e.out = nil
+}
+
+// expireLeases steps down every leader whose lease ended by now, before
+// anything of the batch is acted on. A leader stalled past its lease (GC,
+// SIGSTOP, a slow host) otherwise resumed as leader for one whole batch: it
+// counted acks that were seconds old, reported a configuration committed,
+// proposed the next change, sent a heartbeat of its old term and ignored the
+// later term's leader, and only then stepped down.
+func (e *Engine) expireLeases() {
+	e.due = e.dueTimers(e.due[:0], 0)
+	for _, g := range e.due {
+		if g.leaseOver(e.now) {
+			g.tick(e)
+			e.touch(g)
+		}
+	}
+	clear(e.due)
+}
+
+// dueTimers appends the groups due by now in the subheap at i: those are
+// the heap's top, so only they are visited.
+func (e *Engine) dueTimers(due []*group, i int) []*group {
+	if i >= len(e.timers) || e.timers[i].wake > e.now {
+		return due
+	}
+	due = append(due, e.timers[i])
+	due = e.dueTimers(due, 2*i+1)
+	return e.dueTimers(due, 2*i+2)
 }
 
 // Join adds a group (a restart passes the state it persisted) at time now and

@@ -43,6 +43,10 @@ type testNet struct {
 	values map[string]string
 	// balanced sets every node's Config.BalancedPriority.
 	balanced bool
+	// paused nodes are up but not stepped (a stalled process: GC, SIGSTOP);
+	// what is sent to one waits in held until it resumes.
+	paused map[string]bool
+	held   map[string][]Message
 }
 
 type queued struct {
@@ -53,7 +57,8 @@ type queued struct {
 func newTestNet(t testing.TB, mode Mode, ids ...string) *testNet {
 	n := &testNet{t: t, mode: mode, ids: ids, prio: map[string]uint32{}, nodes: map[string]*Engine{},
 		down: map[string]bool{}, cut: map[[2]string]bool{}, store: map[string]GroupState{},
-		voted: map[string]map[uint64]string{}, leaseUntil: map[string]int64{}, awaiting: map[string]bool{}}
+		voted: map[string]map[uint64]string{}, leaseUntil: map[string]int64{}, awaiting: map[string]bool{},
+		paused: map[string]bool{}, held: map[string][]Message{}}
 	for _, id := range ids {
 		n.start(id)
 	}
@@ -128,7 +133,11 @@ func (n *testNet) step(id string, in *Input) {
 			fmt.Fprintf(&n.out, "%s> %s\n", id, p.Payload)
 		}
 		for _, to := range n.ids {
-			if to != id && !n.cut[[2]string{id, to}] {
+			switch {
+			case to == id || n.cut[[2]string{id, to}]:
+			case n.paused[to]:
+				n.held[to] = append(n.held[to], p)
+			default:
 				n.queue = append(n.queue, queued{id, to, p})
 			}
 		}
@@ -201,7 +210,7 @@ func (n *testNet) advance(total, stepMs int64) {
 	for end := n.now + total; n.now < end; {
 		n.now = min(n.now+stepMs, end)
 		for _, id := range n.ids {
-			if !n.down[id] {
+			if !n.down[id] && !n.paused[id] {
 				n.step(id, &Input{Now: n.now})
 			}
 		}

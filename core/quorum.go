@@ -15,7 +15,7 @@ func (g *group) tick(e *Engine) {
 		return
 	}
 	switch {
-	case g.role == RoleLeader && now >= g.stepDownAt:
+	case g.leaseOver(now):
 		// CheckQuorum: no majority acknowledged us within the lease.
 		g.stepDown(e, "lease expired: lost contact with a majority")
 		g.resetElectionTimer(now)
@@ -25,6 +25,12 @@ func (g *group) tick(e *Engine) {
 	case now >= g.electionDeadline:
 		g.preCampaign(e)
 	}
+}
+
+// leaseOver reports a quorum leader whose lease (or, before its first, the
+// time CheckQuorum allows it) has ended: it must step down before it acts.
+func (g *group) leaseOver(now int64) bool {
+	return g.cfg.Mode == ModeQuorum && g.role == RoleLeader && now >= g.stepDownAt
 }
 
 // campaignNow answers CmdCampaign.

@@ -32,6 +32,11 @@ import (
 //	drop [from=X] [to=Y] [type=T] [pre=true|false] [value=V]
 //	                       lose the queued messages that match (default: all)
 //	crash id=X / restart id=X (restart rejoins with X's persisted state)
+//	pause id=X             stop stepping X (a stalled process); what is sent to
+//	                       it, or queued for it, waits
+//	resume id=X [add=Y|remove=Y]
+//	                       step X once with everything that waited, in order,
+//	                       and the command, if any
 //	join id=X              start a new node X on the bus, awaiting its configuration
 //	                       (its Members: the cluster's ids)
 //	add|remove id=X member=Y  ask node X to add or remove member Y
@@ -156,7 +161,7 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 		for end := n.now + ms; n.now < end; {
 			n.now++
 			for _, id := range n.ids {
-				if !n.down[id] {
+				if !n.down[id] && !n.paused[id] {
 					n.step(id, &Input{Now: n.now})
 				}
 			}
@@ -176,6 +181,27 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 		n.queue = slices.DeleteFunc(n.queue, match)
 	case "crash":
 		n.crash(arg("id"))
+	case "pause":
+		id := arg("id")
+		n.paused[id] = true
+		n.queue = slices.DeleteFunc(n.queue, func(q queued) bool {
+			if q.to == id {
+				n.held[id] = append(n.held[id], q.msg)
+			}
+			return q.to == id
+		})
+	case "resume":
+		id := arg("id")
+		in := Input{Now: n.now, Inbound: n.held[id]}
+		switch {
+		case d.HasArg("add"):
+			in.Commands = []Command{{Kind: CmdAddMember, Group: "g", Target: arg("add")}}
+		case d.HasArg("remove"):
+			in.Commands = []Command{{Kind: CmdRemoveMember, Group: "g", Target: arg("remove")}}
+		}
+		delete(n.paused, id)
+		delete(n.held, id)
+		n.step(id, &in)
 	case "restart":
 		n.start(arg("id"))
 	case "partition":

@@ -300,13 +300,16 @@ func TestSandboxRestoreKeepsProclaimedValue(t *testing.T) {
 	if err := eng.Step(&core.Input{Now: 10, Join: []core.GroupSpec{{Config: cfg}}}, &out); err != nil {
 		t.Fatal(err)
 	}
-	// lead steps until "a" leads and returns its status.
+	// lead steps until "a" leads and returns its status; at is the time
+	// of that step.
+	var at int64
 	lead := func(from int64) core.Status {
 		for now := from; now < from+10_000; now += 100 {
 			if err := eng.Step(&core.Input{Now: now}, &out); err != nil {
 				t.Fatal(err)
 			}
 			if st, ok, _ := eng.Status("g"); ok && st.Role == core.RoleLeader {
+				at = now
 				return st
 			}
 		}
@@ -316,8 +319,13 @@ func TestSandboxRestoreKeepsProclaimedValue(t *testing.T) {
 	if st := lead(20); st.Value != "v1" {
 		t.Fatalf("value %q, want v1", st.Value)
 	}
-	if err := eng.Step(&core.Input{Now: 10_100, Commands: []core.Command{{Kind: core.CmdProclaim, Group: "g", Value: "v2", Request: 3}}}, &out); err != nil {
+	// Proclaimed while it leads: a leader not stepped until after its
+	// lease ended steps down before any command of that step.
+	if err := eng.Step(&core.Input{Now: at + 1, Commands: []core.Command{{Kind: core.CmdProclaim, Group: "g", Value: "v2", Request: 3}}}, &out); err != nil {
 		t.Fatal(err)
+	}
+	if rejected(out.Events, 3) {
+		t.Fatalf("proclaim refused: %+v", out.Events)
 	}
 	eng.mu.Lock()
 	inst := eng.inst
@@ -327,10 +335,10 @@ func TestSandboxRestoreKeepsProclaimedValue(t *testing.T) {
 		t.Fatal(err)
 	}
 	var te *TrapError
-	if err := eng.Step(&core.Input{Now: 10_200}, &out); !errors.As(err, &te) || !te.Restored {
+	if err := eng.Step(&core.Input{Now: at + 100}, &out); !errors.As(err, &te) || !te.Restored {
 		t.Fatalf("step after the trap: %v", err)
 	}
-	if st := lead(10_300); st.Value != "v2" {
+	if st := lead(at + 200); st.Value != "v2" {
 		t.Fatalf("value after the restore %q, want v2 (the proclaim was lost)", st.Value)
 	}
 }
