@@ -21,7 +21,8 @@ const (
 	InvStepError      = "step-error" // the Stepper failed
 	// InvLeadership: a node acted as a follower or candidate (acked,
 	// granted a vote, campaigned) while its application, told by the events,
-	// still believed it led.
+	// still believed it led; or acted as a leader (any event, a heartbeat,
+	// a resign) in a step it began with its lease already over.
 	InvLeadership = "leadership-events"
 	// InvConfig: a configuration invariant broke (membership.go): two
 	// member sets under one version, a persisted version gone back, two
@@ -195,6 +196,49 @@ func (w *world) checkLeadership(n *node, pubs []core.Message) {
 			w.violation(InvLeadership, fmt.Sprintf("%s sent %s of term %d while its application was told it leads term %d (no stepped-down)", n.id, m.Type, m.Term, n.leaderTerm), n.idx)
 			w.setLeader(n, false, 0) // reported once; the model follows the engine from here
 			return
+		}
+	}
+}
+
+// checkLeaseFirst holds a leader whose lease ended before a step to
+// stepping down before it acts on anything of that step: a leader stalled
+// past its lease once resumed as leader for one batch, counted seconds-old
+// acks, reported a configuration committed, proposed the next change and
+// sent a heartbeat of its old term before it stepped down (electhost sim
+// --adversary --membership, seed 13666). Its lease runs out only at the
+// start of a step (a lease is extended, or begun, only into the future), so
+// that step-down comes first.
+func (w *world) checkLeaseFirst(n *node, evs []core.Event, pubs []core.Message) {
+	if w.Mode != core.ModeQuorum {
+		return
+	}
+	for k := range evs {
+		ev := &evs[k]
+		if ev.Kind != core.EventSteppedDown || !strings.HasPrefix(ev.Reason, "lease expired") {
+			continue
+		}
+		var first *core.Event // the first event before it, a leader's own if any
+		for i := range evs[:k] {
+			b := &evs[i]
+			if b.Kind == core.EventJoined {
+				continue
+			}
+			if first == nil || first.Kind == core.EventRejected && b.Kind != core.EventRejected {
+				first = b
+			}
+		}
+		if first != nil {
+			w.violation(InvLeadership, fmt.Sprintf("%s stepped down from term %d, its lease over, only after a %s event of the same step (%s)",
+				n.id, ev.Term, first.Kind, first.Reason), n.idx)
+			return
+		}
+		for i := range pubs {
+			m, ok := parsePub(pubs[i].Payload)
+			if ok && m.Term == ev.Term && (m.Type == "heartbeat" || m.Type == "leader" || m.Type == "resign") {
+				w.violation(InvLeadership, fmt.Sprintf("%s sent a %s of term %d in the step it stepped down from that term, its lease over",
+					n.id, m.Type, m.Term), n.idx)
+				return
+			}
 		}
 	}
 }

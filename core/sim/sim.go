@@ -690,6 +690,7 @@ func (w *world) step(n *node) error {
 			}
 		}
 	}
+	w.checkLeaseFirst(n, out.Events, out.Publishes) // the step's own (the driver may hold some back, then release them with a later step's)
 	// Then the host's core.Driver: persist, publish, events. A crash in the
 	// middle of the step sends only a prefix of the publishes.
 	crash := n.crashMid

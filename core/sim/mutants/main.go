@@ -196,6 +196,11 @@ var mutations = []mutation{
 	{"value-of-another-leader", "value.go",
 		"if g.leader == \"\" || s.leader != g.leader || s.term != g.leaderTerm {",
 		"if false {"},
+	// A leader stalled past its lease acting on the batch it resumes with
+	// (acks, commands, a later term's leader) before it steps down.
+	{"lease-expiry-after-batch", "engine.go",
+		"	e.expireLeases()\n",
+		""},
 	// A re-stamp that passes the index's bound instead of restarting it.
 	{"restamp-index-not-restarted", "membership.go",
 		"\tcase c.ver.index > MaxTerm-1<<32 && g.conf.ver.term < g.term:\n\t\tc.ver.index = 1\n",
