@@ -33,9 +33,11 @@ import (
 //   - a node's persisted version never goes back, across restarts, and a
 //     configuration message is covered by its sender's persisted version;
 //   - committed, in the checker's own terms: a version v is committed once
-//     a majority of its members persisted it while in v's term — Raft's
-//     "stored on a majority in the term of the leader that wrote it"
-//     (§5.4.2), which the leader's count of acks implies; then
+//     a majority of its members persisted it while in v's term, or acked
+//     it in v's term holding it or a later version — Raft's "stored on a
+//     majority in the term of the leader that wrote it" (§5.4.2), which
+//     the leader's count of acks implies (not at one instant: each holder
+//     keeps v or newer for good); then
 //   - at most one committed configuration per index;
 //   - consecutive committed configurations differ by at most one member;
 //   - a committed configuration is never lost: a leader of a later term
@@ -306,12 +308,19 @@ func (w *world) publishedConf(n *node, m *pubMsg) {
 				n.id, m.Pre, m.Term, v, strings.Join(members, " ")), n.idx)
 		}
 	case "ack":
-		// An ack of v's own term, sent holding v: what the leader counts.
-		// (A follower that moved to a later term in the same step, by a
-		// vote request that came with the heartbeat it acks, persisted v
-		// with that later term only.)
+		// An ack of v's own term, sent holding v or a later version: what
+		// the leader counts. Its sender acked in v's term, so it had voted
+		// in no later one, and from then on it holds v or newer, for good,
+		// and refuses every candidate older: Raft's storer of v. It may
+		// have moved on in the same step (one persist per step) to a later
+		// term, by a vote request that came with the heartbeat it acks, or
+		// to a later configuration: a stalled follower's one batch held
+		// both v's heartbeat and the next leader's re-stamp (electhost sim
+		// --adversary --membership, seed 13666). Were that later version
+		// of a history without v, the leader of its term would lack a
+		// committed v, which checkLeaderHas reports.
 		if r := w.conf.recs[v]; r != nil && v.index > 0 && m.Term == v.term &&
-			v == (version{n.persisted.ConfTerm, n.persisted.ConfIndex}) {
+			!(version{n.persisted.ConfTerm, n.persisted.ConfIndex}).before(v) {
 			w.holds(n, v, r)
 		}
 	case "config":

@@ -111,6 +111,11 @@ var mutations = []mutation{
 	{"commit-on-any-ack", "membership.go",
 		"\t\tg.confSend = true // it is behind: send ours with the next heartbeat\n\t\treturn\n",
 		"\t\tg.confSend = true // it is behind: send ours with the next heartbeat\n"},
+	// A configuration reported committed one holder short of a majority
+	// of it (the checker credits every holder the core could count).
+	{"commit-one-short", "membership.go",
+		"if g.confCommitted || 1+len(g.confAcked) < g.majority() {",
+		"if g.confCommitted || 2+len(g.confAcked) < g.majority() {"},
 	{"adopt-any-other-version", "membership.go",
 		"if g.role == RoleLeader || !g.conf.ver.before(v) {",
 		"if g.role == RoleLeader || g.conf.ver == v {"},
