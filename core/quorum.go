@@ -261,6 +261,13 @@ func (g *group) stepQuorum(e *Engine, m *wireMsg) string {
 			m.confVer().before(g.conf.ver) {
 			g.confSend = true // a member removed while away learns it with the next heartbeat
 		}
+		if g.role == RoleLeader {
+			// A leader takes no configuration but its own, follows nobody
+			// and grants no vote while it leads: the exceptions below, for
+			// a member that missed its own addition, are not for it. What
+			// it drops is refused, and counted, like any outsider's.
+			return "sender " + m.From + " is not a member"
+		}
 		newer := g.conf.ver.before(m.confVer())
 		if m.Type == typeConfig && newer {
 			// Every version was written by the leader of its term, so a newer
