@@ -47,7 +47,8 @@ type group struct {
 	leaderHeard int64
 
 	// Leader state.
-	heartbeatAt int64 // next heartbeat
+	ledTerm     uint64 // the last term this agent led (this run): no hand-off makes it lead that term again
+	heartbeatAt int64  // next heartbeat
 	seq         uint64
 	sent        [ackWindow]sentHeartbeat
 	lease       int64 // quorum: the lease runs until this time

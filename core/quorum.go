@@ -140,7 +140,7 @@ func (g *group) encodeConfVersion(e *Engine) {
 // lease from campaignAt overlapped another leader's lease.
 // Otherwise the lease starts with the first heartbeat a majority acks.
 func (g *group) becomeLeader(e *Engine) {
-	g.role = RoleLeader
+	g.role, g.ledTerm = RoleLeader, g.term
 	// Without a lease yet, CheckQuorum counts from when one may begin.
 	g.lease, g.stepDownAt = 0, max(e.now, g.leaseNotBefore)+g.cfg.LeaseMs
 	if l := g.campaignAt + g.cfg.LeaseMs; !g.handoff && l > e.now {
@@ -723,6 +723,12 @@ func (g *group) onResign(e *Engine, m *wireMsg) string {
 	}
 	if m.Pin && m.To == g.cfg.ID {
 		g.pinTerm = m.Term + 1 // an operator's transfer: leadership stays here (transferToBetter)
+	}
+	if m.To == g.cfg.ID && m.Term+1 == g.ledTerm && g.role != RoleLeader {
+		// The hand-off that made us leader of that term, late: we led it
+		// and left it (our lease ran out). Taken, its old vote made us
+		// lead that term again, as a stale leader beside a later term's.
+		return ""
 	}
 	// This hand-off may have moved us into its successor's term before its
 	// resign came: the successor through a pushed vote, anyone through a
