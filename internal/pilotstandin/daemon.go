@@ -88,6 +88,14 @@ type host struct {
 	recv        uint64
 }
 
+type listenKey struct {
+	node  *host
+	topic string
+}
+
+// Spell is a span of time; To is zero while it lasts.
+type Spell struct{ From, To time.Time }
+
 type subscriber struct {
 	topic string
 	node  *host // the node it runs on; nil: unnamed (PILOT_STANDIN_NODE unset)
@@ -117,8 +125,12 @@ type Daemon struct {
 	conns         map[net.Conn]*host // each client connection's node (nil: unnamed)
 	selfPublishes int
 	floodDelays   []time.Duration // drawn per publish (FloodDelayMax)
-	quit          chan struct{}
-	wg            sync.WaitGroup
+	// listening: each node's live subscriptions per topic, on any broker;
+	// deaf: the spells when a node that had one had none.
+	listening map[listenKey]int
+	deaf      map[listenKey][]Spell
+	quit      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // StartDaemon starts a Daemon for a test and stops it in t.Cleanup.
@@ -160,12 +172,14 @@ func NewDaemon(opts Options) (*Daemon, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	d := &Daemon{
-		opts:    opts,
-		logger:  logger,
-		started: time.Now(),
-		rng:     rand.New(rand.NewPCG(opts.Seed, 0x5eed)),
-		conns:   map[net.Conn]*host{},
-		quit:    make(chan struct{}),
+		opts:      opts,
+		logger:    logger,
+		started:   time.Now(),
+		rng:       rand.New(rand.NewPCG(opts.Seed, 0x5eed)),
+		conns:     map[net.Conn]*host{},
+		quit:      make(chan struct{}),
+		listening: map[listenKey]int{},
+		deaf:      map[listenKey][]Spell{},
 	}
 	if d.opts.Socket == "" {
 		// Unix socket paths are limited to ~108 bytes: keep it short.
@@ -348,6 +362,33 @@ func (d *Daemon) RestartNodeStale(name string, healsOnSend bool) {
 			n.staleFrom[h] = true
 		}
 	}
+}
+
+// listenLocked counts a node's live subscription on topic starting (+1)
+// or ending (-1), and opens or closes its deaf spell.
+func (d *Daemon) listenLocked(n *host, topic string, delta int) {
+	if n == nil {
+		return
+	}
+	k := listenKey{n, topic}
+	d.listening[k] += delta
+	spells := d.deaf[k]
+	switch {
+	case delta > 0 && d.listening[k] == 1 && len(spells) > 0 && spells[len(spells)-1].To.IsZero():
+		spells[len(spells)-1].To = time.Now()
+	case delta < 0 && d.listening[k] == 0:
+		d.deaf[k] = append(spells, Spell{From: time.Now()})
+	}
+}
+
+// DeafSpells returns the spells when node name, once subscribed to topic,
+// had no live subscription to it on any broker (every one reset or ended
+// at once): it heard nothing on topic then. The last one's To is zero
+// while it lasts.
+func (d *Daemon) DeafSpells(name, topic string) []Spell {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]Spell(nil), d.deaf[listenKey{d.findLocked(name), topic}]...)
 }
 
 // StaleTunnels returns how many nodes still hold a stale tunnel to name.
@@ -761,6 +802,7 @@ func (d *Daemon) subscribe(c net.Conn, req request, gone <-chan struct{}) {
 		s.node = d.findLocked(req.Node)
 	}
 	h.subs = append(h.subs, s)
+	d.listenLocked(s.node, req.Topic, +1)
 	d.mu.Unlock()
 	defer func() {
 		d.mu.Lock()
@@ -772,6 +814,7 @@ func (d *Daemon) subscribe(c net.Conn, req request, gone <-chan struct{}) {
 				}
 			}
 		}
+		d.listenLocked(s.node, req.Topic, -1)
 		d.mu.Unlock()
 	}()
 	idle := d.opts.IdleDrop

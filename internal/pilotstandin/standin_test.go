@@ -506,3 +506,36 @@ func TestFloodDelay(t *testing.T) {
 		t.Error("no flood delay drawn")
 	}
 }
+
+// A node is deaf on a topic while none of its subscriptions to it, on any
+// broker, is live: the spell opens when the last one ends and closes when
+// one is live again.
+func TestDeafSpells(t *testing.T) {
+	d := StartDaemon(t, Options{Hosts: []string{"b", "c", "n"}, LiveDelayMin: time.Millisecond, LiveDelayMax: 2 * time.Millisecond})
+	if s := d.DeafSpells("n", "t"); len(s) != 0 {
+		t.Fatalf("spells before any subscription: %v", s)
+	}
+	_, waitB := subscribeOn(d, "n", "b", "t")
+	_, waitC := subscribeOn(d, "n", "c", "t")
+	waitSubs(t, d, "b", "t", 1)
+	waitSubs(t, d, "c", "t", 1)
+	d.StopBroker("b") // one of two ends: not deaf
+	waitB()
+	if s := d.DeafSpells("n", "t"); len(s) != 0 {
+		t.Fatalf("deaf with a subscription still live: %v", s)
+	}
+	d.StopBroker("c")
+	waitC()
+	if s := d.DeafSpells("n", "t"); len(s) != 1 || s[0].From.IsZero() || !s[0].To.IsZero() {
+		t.Fatalf("after the last one ended: %v, want one open spell", s)
+	}
+	d.StartBroker("b")
+	_, _ = subscribeOn(d, "n", "b", "t")
+	waitSubs(t, d, "b", "t", 1)
+	if s := d.DeafSpells("n", "t"); len(s) != 1 || s[0].To.Before(s[0].From) || s[0].To.IsZero() {
+		t.Fatalf("after a new one is live: %v, want the spell closed", s)
+	}
+	if s := d.DeafSpells("n", "other"); len(s) != 0 {
+		t.Fatalf("spells on another topic: %v", s)
+	}
+}
