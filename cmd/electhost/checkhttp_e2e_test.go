@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/electcore/electcore/transport/natstest"
 )
 
 // TestE2ECheckHTTPHandsOver: --check-http against a real HTTP server that
@@ -20,7 +18,6 @@ import (
 // it answers 200 again, leadership stays at a2 through the calm and comes
 // back to a1 by priority once, after it: terms T, T+1, T+2 and no other.
 func TestE2ECheckHTTPHandsOver(t *testing.T) {
-	natsURL, _ := natstest.Start(t)
 	hb, et := 100*time.Millisecond, 600*time.Millisecond
 	interval, failures := 100*time.Millisecond, 3
 	var mu sync.Mutex
@@ -45,29 +42,19 @@ func TestE2ECheckHTTPHandsOver(t *testing.T) {
 		mu.Unlock()
 	}
 
-	c := newCluster(t, 3, []string{"--broker", natsURL}, nil, hb, et, 20*time.Millisecond)
+	c, _ := newNATSCluster(t, hb, et)
 	c.group = "e2e-checkhttp"
 	prio := map[string]string{"a1": "30", "a2": "20", "a3": "10"}
 	for _, id := range c.ids {
 		c.startWith(id, c.ids, "--priority", prio[id], "--check-http", srv.URL+"/health/"+id,
 			"--check-interval", interval.String(), "--check-failures", "3", "--check-timeout", "1s")
 	}
-	waitLeader := func(id string, within time.Duration) uint64 {
-		t.Helper()
-		var term uint64
-		waitFor(t, within, id+" leads, agreed", func() (bool, string) {
-			l, tm, ok, view := c.agreed()
-			term = tm
-			return ok && l == id, view
-		})
-		return term
-	}
-	term := waitLeader("a1", time.Minute) // the first start may compile the module
+	term := c.waitLeads("a1", time.Minute) // the first start may compile the module
 
 	setSick("a1", true)
 	t0 := time.Now()
 	c.waitLog("a1", "health check failing", 20*time.Second)
-	if got := waitLeader("a2", 20*time.Second); got != term+1 {
+	if got := c.waitLeads("a2", 20*time.Second); got != term+1 {
 		t.Fatalf("a2 leads term %d after a1's check failed, want %d: not one hand-off", got, term+1)
 	}
 	moved := time.Since(t0)
@@ -85,7 +72,7 @@ func TestE2ECheckHTTPHandsOver(t *testing.T) {
 	setSick("a1", false)
 	recovered := time.Now()
 	c.waitLog("a1", "health check passed", 20*time.Second)
-	if got := waitLeader("a1", 30*time.Second); got != term+2 {
+	if got := c.waitLeads("a1", 30*time.Second); got != term+2 {
 		t.Fatalf("a1 leads term %d after recovering, want %d: leadership changed more than once", got, term+2)
 	}
 	back := time.Since(recovered)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +23,6 @@ func TestE2EForgedConfigIndex(t *testing.T) {
 	f := newForger(t, url, c.group)
 	c.startAll()
 	leader, term, _ := c.waitAgreement("", 1, 60*time.Second)
-	stateDir := func(id string) string { return filepath.Join(c.root, "state-"+id) }
 	statusOf := func(id string) statusJSON {
 		t.Helper()
 		s, err := c.proc(id).status()
@@ -82,7 +80,7 @@ func TestE2EForgedConfigIndex(t *testing.T) {
 	members := func(op, via string) time.Duration {
 		t.Helper()
 		t1 := time.Now()
-		code, stdout, stderr := runCLI(t, time.Minute, nil, "members", op, "a4", "--group", c.group, "--state-dir", stateDir(via), "--timeout", "20s")
+		code, stdout, stderr := runCLI(t, time.Minute, nil, "members", op, "a4", "--group", c.group, "--state-dir", c.stateDir(via), "--timeout", "20s")
 		if code != 0 {
 			t.Fatalf("members %s a4 via %s after the forged configuration: exit %d\nstdout: %s\nstderr: %s", op, via, code, stdout, stderr)
 		}
@@ -101,7 +99,7 @@ func TestE2EForgedConfigIndex(t *testing.T) {
 
 	from, fromTerm, _ := c.waitAgreement("", term, 10*time.Second)
 	t1 := time.Now()
-	code, stdout, stderr := runCLI(t, 30*time.Second, nil, "resign", "--group", c.group, "--state-dir", stateDir(from))
+	code, stdout, stderr := runCLI(t, 30*time.Second, nil, "resign", "--group", c.group, "--state-dir", c.stateDir(from))
 	if code != 0 || !strings.Contains(stdout, "leads term") {
 		t.Fatalf("resign at %s: exit %d\nstdout: %s\nstderr: %s", from, code, stdout, stderr)
 	}

@@ -31,18 +31,6 @@ func TestE2ETransferDrainStay(t *testing.T) {
 	for _, id := range c.ids {
 		start(id)
 	}
-	stateDir := func(id string) string { return filepath.Join(c.root, "state-"+id) }
-	// waitLeader waits for every live agent to agree that id leads.
-	waitLeader := func(id string, within time.Duration) uint64 {
-		t.Helper()
-		var term uint64
-		waitFor(t, within, id+" leads, agreed", func() (bool, string) {
-			l, tm, ok, view := c.agreed()
-			term = tm
-			return ok && l == id, view
-		})
-		return term
-	}
 	// steady watches the group for d and fails at the first sign that
 	// leadership left leader or term (a one-sided check: a slow machine
 	// can only make the watch see less, never fail it wrongly).
@@ -74,35 +62,35 @@ func TestE2ETransferDrainStay(t *testing.T) {
 		return rep
 	}
 
-	term := waitLeader("a1", time.Minute) // the first start may compile the module
+	term := c.waitLeads("a1", time.Minute) // the first start may compile the module
 
 	// A follower cannot transfer: the error names the leader and where to
 	// run it.
-	code, _, stderr := runCLI(t, 30*time.Second, nil, "transfer", "--group", c.group, "--to", "a3", "--state-dir", stateDir("a2"))
+	code, _, stderr := runCLI(t, 30*time.Second, nil, "transfer", "--group", c.group, "--to", "a3", "--state-dir", c.stateDir("a2"))
 	if code != exitFailure {
 		t.Fatalf("transfer at a follower: exit %d, want 1\n%s", code, stderr)
 	}
 	oneErrorLine(t, stderr, "a2 is not the leader of "+c.group+": a1 is")
 
 	// Transfer stays.
-	rep := verb("transfer", "--group", c.group, "--to", "a3", "--state-dir", stateDir("a1"))
+	rep := verb("transfer", "--group", c.group, "--to", "a3", "--state-dir", c.stateDir("a1"))
 	if rep["leader"] != "a3" {
 		t.Fatalf("transfer --to a3: %v", rep)
 	}
 	t.Logf("transfer a1 -> a3: successor heard by a1 after %v ms", rep["took_ms"])
-	term = waitLeader("a3", 10*time.Second)
+	term = c.waitLeads("a3", 10*time.Second)
 	steady("a3", term, 12*et)
 
 	// Back to a1 (pinned there), then a resign of the best member: a2
 	// leads for the calm.
-	verb("transfer", "--group", c.group, "--to", "a1", "--state-dir", stateDir("a3"))
-	waitLeader("a1", 10*time.Second)
+	verb("transfer", "--group", c.group, "--to", "a1", "--state-dir", c.stateDir("a3"))
+	c.waitLeads("a1", 10*time.Second)
 	t0 := time.Now()
-	rep = verb("resign", "--group", c.group, "--state-dir", stateDir("a1"))
+	rep = verb("resign", "--group", c.group, "--state-dir", c.stateDir("a1"))
 	if rep["leader"] != "a2" {
 		t.Fatalf("resign of a1: %v, want a2 to succeed it", rep)
 	}
-	waitLeader("a1", 30*time.Second)
+	c.waitLeads("a1", 30*time.Second)
 	back := time.Since(t0)
 	t.Logf("resign of a1: leadership back at a1 after %v (calm: 10 election timeouts = %v from when a2 hears a1 again)", back.Round(time.Millisecond), 10*et)
 	if back < 8*et {
@@ -110,12 +98,12 @@ func TestE2ETransferDrainStay(t *testing.T) {
 	}
 
 	// Drain the leader: it hands over at once.
-	rep = verb("drain", "--group", c.group, "--state-dir", stateDir("a1"))
+	rep = verb("drain", "--group", c.group, "--state-dir", c.stateDir("a1"))
 	if rep["was_leader"] != true || rep["leader"] != "a2" || rep["drained"] != true {
 		t.Fatalf("drain of the leading a1: %v", rep)
 	}
 	t.Logf("drain of the leading a1: a2 heard leading after %v ms", rep["took_ms"])
-	term = waitLeader("a2", 10*time.Second)
+	term = c.waitLeads("a2", 10*time.Second)
 	drainedEverywhere := func() {
 		t.Helper()
 		p := c.proc("a1")
@@ -153,11 +141,11 @@ func TestE2ETransferDrainStay(t *testing.T) {
 
 	// Undrained, a1 gets leadership back by priority.
 	start("a2")
-	rep = verb("undrain", "--group", c.group, "--state-dir", stateDir("a1"))
+	rep = verb("undrain", "--group", c.group, "--state-dir", c.stateDir("a1"))
 	if rep["drained"] != false {
 		t.Fatalf("undrain: %v", rep)
 	}
-	waitLeader("a1", 20*time.Second)
+	c.waitLeads("a1", 20*time.Second)
 	if s, err := c.proc("a1").status(); err != nil || s.Drained {
 		t.Fatalf("a1 after undrain: drained=%v %v", s.Drained, err)
 	}
@@ -194,6 +182,19 @@ func (c *cluster) agreed() (leader string, term uint64, ok bool, view string) {
 	return leader, term, ok && roles[leader] == "leader", strings.Join(views, "; ")
 }
 
+// waitLeads waits until every live agent agrees that id leads, and returns
+// the term.
+func (c *cluster) waitLeads(id string, within time.Duration) uint64 {
+	c.t.Helper()
+	var term uint64
+	waitFor(c.t, within, id+" leads, agreed", func() (bool, string) {
+		l, tm, ok, view := c.agreed()
+		term = tm
+		return ok && l == id, view
+	})
+	return term
+}
+
 // TestE2EHealthCheckHandsOver: health-gated leadership with real processes
 // over an embedded NATS server. Every agent runs --check 'test ! -e
 // sick-ID' every 100 ms, unhealthy after 2 failures; a1 is the best
@@ -210,20 +211,13 @@ func TestE2EHealthCheckHandsOver(t *testing.T) {
 		c.startWith(id, c.ids, "--priority", prio[id], "--check", "test ! -e "+sick(id),
 			"--check-interval", "100ms", "--check-failures", "2", "--check-timeout", "1s")
 	}
-	waitLeader := func(id string, within time.Duration) {
-		t.Helper()
-		waitFor(t, within, id+" leads, agreed", func() (bool, string) {
-			l, _, ok, view := c.agreed()
-			return ok && l == id, view
-		})
-	}
-	waitLeader("a1", time.Minute) // the first start may compile the module
+	c.waitLeads("a1", time.Minute) // the first start may compile the module
 
 	if err := os.WriteFile(sick("a1"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
-	waitLeader("a2", 20*time.Second)
+	c.waitLeads("a2", 20*time.Second)
 	moved := time.Since(t0)
 	t.Logf("a1's check failing: a2 leads after %v (2 failures at 100 ms, then the hand-off)", moved.Round(time.Millisecond))
 	p := c.proc("a1")
@@ -244,7 +238,7 @@ func TestE2EHealthCheckHandsOver(t *testing.T) {
 	if err := os.Remove(sick("a1")); err != nil {
 		t.Fatal(err)
 	}
-	waitLeader("a1", 30*time.Second)
+	c.waitLeads("a1", 30*time.Second)
 	back := time.Since(t0)
 	t.Logf("a1's check passing again: leadership back at a1 %v after it failed (calm: 10 election timeouts from its hand-off)", back.Round(time.Millisecond))
 	if back < 8*et {

@@ -96,6 +96,9 @@ func (c *cluster) startAll() {
 	}
 }
 
+// stateDir is agent id's --state-dir.
+func (c *cluster) stateDir(id string) string { return filepath.Join(c.root, "state-"+id) }
+
 func tail(b []byte, n int) []byte {
 	if len(b) > n {
 		return b[len(b)-n:]
@@ -139,7 +142,7 @@ func (c *cluster) startWith(id string, members []string, extra ...string) *agent
 	p := &agentProc{id: id, logPath: filepath.Join(c.root, id+".log"), done: make(chan struct{})}
 	args := []string{"run", "--group", c.group, "--id", id, "--members", strings.Join(members, ","),
 		"--heartbeat", c.hb.String(), "--election-timeout", c.et.String(),
-		"--state-dir", filepath.Join(c.root, "state-"+id), "--http", "127.0.0.1:0", "--json", "--log-level", "debug"}
+		"--state-dir", c.stateDir(id), "--http", "127.0.0.1:0", "--json", "--log-level", "debug"}
 	args = append(args, c.transport...)
 	args = append(args, extra...)
 	if c.command != nil {

@@ -32,11 +32,10 @@ func TestE2EMembersGrowShrink(t *testing.T) {
 	t.Logf("first election: %s leads term %d after %v", leader, term, took.Round(time.Millisecond))
 	c.waitCommand(leader, term, 5*time.Second)
 
-	stateDir := func(id string) string { return filepath.Join(c.root, "state-"+id) }
 	members := func(op, id, via string, extra ...string) (int, string, string, time.Duration) {
 		t.Helper()
 		t0 := time.Now()
-		args := append([]string{"members", op, id, "--group", c.group, "--state-dir", stateDir(via), "--timeout", "20s"}, extra...)
+		args := append([]string{"members", op, id, "--group", c.group, "--state-dir", c.stateDir(via), "--timeout", "20s"}, extra...)
 		code, stdout, stderr := runCLI(t, time.Minute, nil, args...)
 		return code, stdout, stderr, time.Since(t0)
 	}
@@ -84,7 +83,7 @@ func TestE2EMembersGrowShrink(t *testing.T) {
 	leader, _, _ = c.waitAgreement("", 1, 10*time.Second)
 	change("add", "a5", leader)
 	c.sameConfiguration([]string{"a1", "a2", "a3", "a4", "a5"}, nil)
-	code, out, stderr := runCLI(t, 30*time.Second, nil, "members", "list", "--group", c.group, "--state-dir", stateDir("a5"), "--json")
+	code, out, stderr := runCLI(t, 30*time.Second, nil, "members", "list", "--group", c.group, "--state-dir", c.stateDir("a5"), "--json")
 	var list membersReply
 	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list.Members) != 5 || !list.Voter || !list.Committed {
 		t.Fatalf("members list --json at a5: exit %d %+v\n%s\n%s", code, list, out, stderr)

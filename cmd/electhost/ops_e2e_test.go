@@ -83,12 +83,11 @@ func TestE2EResignTransferWatch(t *testing.T) {
 	}
 	waitWatch(leader, term)
 
-	stateDir := func(id string) string { return filepath.Join(c.root, "state-"+id) }
-	sock := filepath.Join(stateDir(leader), controlSocketName)
+	sock := filepath.Join(c.stateDir(leader), controlSocketName)
 	if st, err := os.Stat(sock); err != nil || st.Mode().Perm() != 0o600 || st.Mode()&os.ModeSocket == 0 {
 		t.Fatalf("control socket %s: %v %v, want a socket with mode 0600", sock, st.Mode(), err)
 	}
-	if st, err := os.Stat(filepath.Join(stateDir(leader), controlTokenName)); err != nil || st.Mode().Perm() != 0o600 {
+	if st, err := os.Stat(filepath.Join(c.stateDir(leader), controlTokenName)); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("control token: %v %v, want mode 0600", st, err)
 	}
 
@@ -103,7 +102,7 @@ func TestE2EResignTransferWatch(t *testing.T) {
 			}
 		}
 	}
-	code, _, stderr := runCLI(t, 30*time.Second, nil, "resign", "--group", c.group, "--state-dir", stateDir(follower))
+	code, _, stderr := runCLI(t, 30*time.Second, nil, "resign", "--group", c.group, "--state-dir", c.stateDir(follower))
 	if code != exitFailure {
 		t.Fatalf("resign on follower %s: exit %d, want 1\n%s", follower, code, stderr)
 	}
@@ -111,7 +110,7 @@ func TestE2EResignTransferWatch(t *testing.T) {
 
 	// Transfer to a named member.
 	t0 := time.Now()
-	code, stdout, stderr := runCLI(t, 30*time.Second, nil, "resign", "--group", c.group, "--state-dir", stateDir(leader), "--to", target)
+	code, stdout, stderr := runCLI(t, 30*time.Second, nil, "resign", "--group", c.group, "--state-dir", c.stateDir(leader), "--to", target)
 	if code != 0 || !strings.Contains(stdout, target+" leads term") {
 		t.Fatalf("resign --to %s: exit %d\nstdout: %s\nstderr: %s", target, code, stdout, stderr)
 	}
@@ -133,7 +132,7 @@ func TestE2EResignTransferWatch(t *testing.T) {
 		t.Fatalf("POST /resign without a token: %v %v, want 401", resp, err)
 	}
 	resp.Body.Close()
-	token, err := os.ReadFile(filepath.Join(stateDir(target), controlTokenName))
+	token, err := os.ReadFile(filepath.Join(c.stateDir(target), controlTokenName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +173,7 @@ func TestE2EResignTransferWatch(t *testing.T) {
 		if code := c.waitExit(id, 10*time.Second); code != 0 {
 			t.Fatalf("%s exit %d", id, code)
 		}
-		if _, err := os.Stat(filepath.Join(stateDir(id), controlSocketName)); !os.IsNotExist(err) {
+		if _, err := os.Stat(filepath.Join(c.stateDir(id), controlSocketName)); !os.IsNotExist(err) {
 			t.Fatalf("%s left its control socket behind: %v", id, err)
 		}
 	}

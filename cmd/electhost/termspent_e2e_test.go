@@ -1,7 +1,6 @@
 package main
 
 import (
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,9 +17,8 @@ import (
 // recovery: stop every agent, reset-state each, start them again.
 func TestE2ETermSpentRecovery(t *testing.T) {
 	c, _ := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
-	stateDir := func(id string) string { return filepath.Join(c.root, "state-"+id) }
 	for _, id := range c.ids {
-		store, err := statestore.Open(stateDir(id))
+		store, err := statestore.Open(c.stateDir(id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +42,7 @@ func TestE2ETermSpentRecovery(t *testing.T) {
 	for _, id := range c.ids {
 		c.signal(id, syscall.SIGTERM)
 		c.waitExit(id, 30*time.Second)
-		if code, out, stderr := runCLI(t, 30*time.Second, nil, "reset-state", "--group", c.group, "--id", id, "--state-dir", stateDir(id)); code != 0 {
+		if code, out, stderr := runCLI(t, 30*time.Second, nil, "reset-state", "--group", c.group, "--id", id, "--state-dir", c.stateDir(id)); code != 0 {
 			t.Fatalf("reset-state %s: exit %d\n%s%s", id, code, out, stderr)
 		}
 	}

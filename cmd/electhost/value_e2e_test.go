@@ -35,18 +35,6 @@ func TestE2ELeaderValue(t *testing.T) {
 	for _, id := range c.ids {
 		c.startWith(id, c.ids, "--value", addr(id), "--priority", prio[id])
 	}
-	// agreed waits until every live agent agrees that id leads.
-	agreed := func(id string, within time.Duration) uint64 {
-		t.Helper()
-		var term uint64
-		waitFor(t, within, id+" leads, agreed", func() (bool, string) {
-			l, tm, ok, view := c.agreed()
-			term = tm
-			return ok && l == id, view
-		})
-		return term
-	}
-	stateDir := func(id string) string { return filepath.Join(c.root, "state-"+id) }
 	// everyone waits until every live agent reports leader's value in term.
 	everyone := func(leader string, term uint64, value string) {
 		t.Helper()
@@ -83,7 +71,7 @@ func TestE2ELeaderValue(t *testing.T) {
 	}
 
 	leader := "a1"
-	term := agreed(leader, time.Minute) // the first start may compile the module
+	term := c.waitLeads(leader, time.Minute) // the first start may compile the module
 	everyone(leader, term, addr(leader))
 	commandGot(leader, term, addr(leader))
 
@@ -141,13 +129,13 @@ func TestE2ELeaderValue(t *testing.T) {
 			follower = id
 		}
 	}
-	code, _, stderr = runCLI(t, 30*time.Second, nil, "proclaim", "--group", c.group, "--value", "x", "--state-dir", stateDir(follower))
+	code, _, stderr = runCLI(t, 30*time.Second, nil, "proclaim", "--group", c.group, "--value", "x", "--state-dir", c.stateDir(follower))
 	if code != exitFailure {
 		t.Fatalf("proclaim at a follower: exit %d, want 1\n%s", code, stderr)
 	}
 	oneErrorLine(t, stderr, follower+" is not the leader of "+c.group+": "+leader+" is")
 	// A value over the bound: a usage error, before any agent is asked.
-	code, _, stderr = runCLI(t, 30*time.Second, nil, "proclaim", "--group", c.group, "--value", strings.Repeat("x", 1025), "--state-dir", stateDir(leader))
+	code, _, stderr = runCLI(t, 30*time.Second, nil, "proclaim", "--group", c.group, "--value", strings.Repeat("x", 1025), "--state-dir", c.stateDir(leader))
 	if code != exitUsage {
 		t.Fatalf("proclaim of 1025 bytes: exit %d, want 2\n%s", code, stderr)
 	}
@@ -155,7 +143,7 @@ func TestE2ELeaderValue(t *testing.T) {
 
 	// proclaim at the leader: every follower takes it, in the same term.
 	moved := "http://" + leader + ".example:9090"
-	code, stdout, stderr = runCLI(t, 30*time.Second, nil, "proclaim", "--group", c.group, "--value", moved, "--state-dir", stateDir(leader), "--json")
+	code, stdout, stderr = runCLI(t, 30*time.Second, nil, "proclaim", "--group", c.group, "--value", moved, "--state-dir", c.stateDir(leader), "--json")
 	var prep proclaimReply
 	if code != 0 || json.Unmarshal([]byte(stdout), &prep) != nil || !prep.OK || prep.Term != term || prep.Version != 2 {
 		t.Fatalf("proclaim at the leader: exit %d, %+v\n%s", code, prep, stderr)
@@ -173,7 +161,7 @@ func TestE2ELeaderValue(t *testing.T) {
 	t0 := time.Now()
 	c.signal(leader, syscall.SIGKILL)
 	next := "a2"
-	nextTerm := agreed(next, 30*time.Second)
+	nextTerm := c.waitLeads(next, 30*time.Second)
 	everyone(next, nextTerm, addr(next))
 	t.Logf("kill -9 of %s: %s (term %d) agreed and its value reported by every live agent after %v", leader, next, nextTerm, time.Since(t0).Round(time.Millisecond))
 	commandGot(next, nextTerm, addr(next))
