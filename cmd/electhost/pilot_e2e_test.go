@@ -172,7 +172,9 @@ func (c *cluster) expectFailover(lost string, term uint64, what string) (string,
 	bound := 2*c.et + 5*c.latency + time.Second
 	next, nextTerm, took := c.waitAgreement(lost, term+1, bound+10*time.Second)
 	c.t.Logf("failover: %s leads term %d, %v after %s led and %s (design bound %v)", next, nextTerm, took.Round(time.Millisecond), lost, what, bound)
-	c.waitCommand(next, nextTerm, 20*time.Second)
+	// Its command, or a later leader's (not lost's): on a loaded runner the
+	// new leader may lose its first lease to late acks and lead again.
+	c.waitCommandFrom(lost, nextTerm, 20*time.Second)
 	return next, nextTerm
 }
 
@@ -554,7 +556,12 @@ func TestE2EPilotFloodDelays(t *testing.T) {
 	c.signal(leader, syscall.SIGKILL)
 	c.waitExit(leader, 5*time.Second)
 	killed := leader
-	leader, term, took := c.waitAgreement(killed, term+1, bound+10*time.Second)
+	// The bound is logged, not asserted: two survivors can split their
+	// votes several times over when a message's delay (pilotctl's process
+	// start on a loaded runner, plus the flood's) exceeds the gap between
+	// their campaign deadlines (a rank's slot, ET/8): at load 15-20 once no
+	// leader in 16.5 s (both candidates at term 5).
+	leader, term, took := c.waitAgreement(killed, term+1, time.Minute)
 	t.Logf("failover: %s leads term %d, %v after the SIGKILL of %s (design bound %v)", leader, term, took.Round(time.Millisecond), killed, bound)
 	c.waitCommandFrom(killed, term, 20*time.Second)
 	c.start(killed)
