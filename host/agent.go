@@ -46,7 +46,8 @@ type AgentConfig struct {
 	// NoCoalescing: every message travels on its group's topic, and the
 	// peer topics are neither read nor written, as by agents that predate
 	// coalescing (docs/wire.md, "Coalesced heartbeats"). Its peers then
-	// coalesce nothing towards it.
+	// coalesce nothing towards it. Over a transport that carries only text
+	// (transport.TextOnly: pilot) an agent never coalesces.
 	NoCoalescing bool
 }
 
@@ -279,7 +280,7 @@ func (a *Agent) join(ctx context.Context, cfg core.Config, cb Callbacks, drained
 	}
 	live, subscribing := a.peerSubs[cg.topic]
 	switch {
-	case a.cfg.NoCoalescing:
+	case a.cfg.NoCoalescing || textOnly(a.cfg.Transport):
 		live, subscribing = false, true // never subscribed, never ready
 	case live:
 		a.coal.ready(cg.topic, cfg.ID, a.clock.NowMs())
@@ -317,6 +318,13 @@ func (a *Agent) join(ctx context.Context, cfg core.Config, cb Callbacks, drained
 	}
 	a.logger.Info("joined election", "group", cfg.Group, "id", cfg.ID, "term", st.Term, "mode", cfg.Mode)
 	return el, nil
+}
+
+// textOnly reports whether tr carries only text (transport.TextOnly), so
+// no envelope.
+func textOnly(tr transport.Transport) bool {
+	t, ok := tr.(transport.TextOnly)
+	return ok && t.TextOnly()
 }
 
 // subscribePeers subscribes to a peer topic for the agent's life. Once it

@@ -162,7 +162,8 @@ type coalescer struct {
 	// heard: when a peer's envelope was last received on a topic.
 	heard map[swarmKey]int64
 	// minGroups: with fewer groups joined, this agent sends no payload in
-	// an envelope (it still reads them and says hello).
+	// an envelope and no hello (it still reads envelopes), so an agent in a
+	// few groups puts on the bus exactly what it did before coalescing.
 	minGroups int
 }
 
@@ -272,7 +273,7 @@ func (c *coalescer) plan(now int64, pubs []core.Message) (out []core.Message, co
 	}
 	var hellos []swarmKey
 	for k, last := range c.swarms {
-		if now-last >= helloMs {
+		if now-last >= helloMs && len(c.groups) >= c.minGroups {
 			hellos = append(hellos, k)
 		}
 	}
@@ -311,9 +312,13 @@ func appendEnvelopes(out []core.Message, k swarmKey, entries []envEntry) []core.
 	return out
 }
 
-// nextHello is when plan next sends a hello (0: no peer topic).
+// nextHello is when plan next sends a hello (0: none, with no peer topic
+// or fewer than minGroups groups).
 func (c *coalescer) nextHello() int64 {
 	var next int64
+	if len(c.groups) < c.minGroups {
+		return 0
+	}
 	for _, last := range c.swarms {
 		if t := last + helloMs; next == 0 || t < next {
 			next = t

@@ -416,8 +416,11 @@ func TestCoalesceOnlyTowardsPeersHeard(t *testing.T) {
 	fg := few.join("g", "a", []string{"b", "a"})
 	few.ready(fg.topic, "a", 0)
 	few.receive(10, fg.topic, appendEnvelope(nil, "b", nil), func(string) bool { return true })
-	if _, n := few.plan(20, hb); n != 0 {
-		t.Fatal("coalesced in one group, with minGroups 2")
+	if out, n := few.plan(20, hb); n != 0 || len(out) != len(hb) {
+		t.Fatalf("in one group, with minGroups 2: %d coalesced, %d messages out for %d (a hello?)", n, len(out), len(hb))
+	}
+	if at := few.nextHello(); at != 0 {
+		t.Fatalf("in one group, with minGroups 2: a hello planned at %d", at)
 	}
 	mixed := append(slices.Clone(hb), core.Message{Topic: core.Topic("g"), Payload: []byte(`{"type":"resign","group":"g","from":"a"}`)})
 	c.receive(100, g.topic, appendEnvelope(nil, "b", nil), func(string) bool { return true })

@@ -35,6 +35,15 @@ type Transport interface {
 	Close() error
 }
 
+// TextOnly is implemented by transports that carry only UTF-8 text without
+// NUL bytes (pilot: its payloads travel as command-line arguments). An
+// agent coalesces nothing over such a transport (its envelopes are binary):
+// it neither reads nor writes peer topics, as with host.AgentConfig's
+// NoCoalescing.
+type TextOnly interface {
+	TextOnly() bool
+}
+
 // BatchPublisher is implemented by transports that send several messages
 // for about the cost of one: an agent hands each step's publishes over
 // together. PublishBatch publishes ms in order and stops at the first

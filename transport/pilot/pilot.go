@@ -358,6 +358,10 @@ func (t *Transport) Subscribe(ctx context.Context, topic string, deliver func(tr
 // Stats returns the transport's counters.
 func (t *Transport) Stats() transport.Stats { return t.c.Snapshot() }
 
+// TextOnly reports that pilot carries only text (transport.TextOnly): an
+// agent sends it no binary envelopes.
+func (t *Transport) TextOnly() bool { return true }
+
 // Close refuses new publishes, lets the queued and running ones finish
 // (at most PublishTimeout + 0.5 s: a resign published just before Close must
 // reach every broker, not only the first that accepted it), then kills
