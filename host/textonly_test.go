@@ -101,4 +101,3 @@ func TestTextOnlyTransportCarriesNoEnvelopes(t *testing.T) {
 		})
 	}
 }
-
