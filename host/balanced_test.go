@@ -8,6 +8,7 @@ import (
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/transport/mem"
+	"github.com/electcore/electcore/transport/transporttest"
 )
 
 // TestBalancedPriorityThroughModule: three agents on the module join nine
@@ -54,9 +55,9 @@ func TestBalancedPriorityThroughModule(t *testing.T) {
 		// Wait until every agent names best as the leader (a first winner
 		// other than best would hand over to it).
 		for i := range ids {
-			for els[i][g].Status().Leader != best {
-				time.Sleep(5 * time.Millisecond)
-			}
+			transporttest.WaitFor(t, fmt.Sprintf("%s to name %s leader of %s", ids[i], best, group), func() bool {
+				return els[i][g].Status().Leader == best
+			})
 		}
 	}
 	if len(led) < 2 {
