@@ -22,6 +22,13 @@ type Input struct {
 	Inbound Messages `msg:"in,omitzero"`
 	// Commands are the application's requests, applied after Inbound.
 	Commands Commands `msg:"cmd,omitzero"`
+	// Backlog says that more received messages wait behind this batch (the
+	// host took only part of what it holds). A campaign that is due then
+	// waits for the batches that follow, where a heartbeat or a vote may
+	// make it needless, but never more than a heartbeat interval past its
+	// time: under overload every message is handled before an election
+	// timer is taken for silence.
+	Backlog bool `msg:"backlog,omitempty"`
 }
 
 // Message is one payload on a bus topic.

@@ -864,8 +864,8 @@ func (z *GroupState) Msgsize() (s int) {
 func (z *Input) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(5)
-	var zb0001Mask uint8 /* 5 bits */
+	zb0001Len := uint32(6)
+	var zb0001Mask uint8 /* 6 bits */
 	_ = zb0001Mask
 	if z.Wall == 0 {
 		zb0001Len--
@@ -882,6 +882,10 @@ func (z *Input) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.Commands.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x10
+	}
+	if z.Backlog == false {
+		zb0001Len--
+		zb0001Mask |= 0x20
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -934,6 +938,11 @@ func (z *Input) MarshalMsg(b []byte) (o []byte, err error) {
 				}
 			}
 		}
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
+			// string "backlog"
+			o = append(o, 0xa7, 0x62, 0x61, 0x63, 0x6b, 0x6c, 0x6f, 0x67)
+			o = msgp.AppendBool(o, z.Backlog)
+		}
 	}
 	return
 }
@@ -948,7 +957,7 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
-	var zb0001Mask uint8 /* 4 bits */
+	var zb0001Mask uint8 /* 5 bits */
 	_ = zb0001Mask
 	for zb0001 > 0 {
 		zb0001--
@@ -1060,6 +1069,13 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				}
 			}
 			zb0001Mask |= 0x8
+		case "backlog":
+			z.Backlog, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Backlog")
+				return
+			}
+			zb0001Mask |= 0x10
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -1069,7 +1085,7 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 	}
 	// Clear omitted fields.
-	if zb0001Mask != 0xf {
+	if zb0001Mask != 0x1f {
 		if (zb0001Mask & 0x1) == 0 {
 			z.Wall = 0
 		}
@@ -1081,6 +1097,9 @@ func (z *Input) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		if (zb0001Mask & 0x8) == 0 {
 			z.Commands = nil
+		}
+		if (zb0001Mask & 0x10) == 0 {
+			z.Backlog = false
 		}
 	}
 	o = bts
@@ -1101,6 +1120,7 @@ func (z *Input) Msgsize() (s int) {
 	for za0003 := range z.Commands {
 		s += z.Commands[za0003].Msgsize()
 	}
+	s += 8 + msgp.BoolSize
 	return
 }
 

@@ -32,7 +32,7 @@ func DecodeInput(b []byte, in *Input) error {
 
 // decodeCommon decodes b into in if it is laid out as every encoder here
 // (msgp's, @msgpack/msgpack's) writes such a batch: a fixmap of now, wall,
-// in, and join and cmd if empty (each at most once, fixstr keys), in being a fixarray or array16 of
+// in, backlog, and join and cmd if empty (each at most once, fixstr keys), in being a fixarray or array16 of
 // {"t": fixstr or str8, "p": bin8 or bin16} maps in that order, and nothing
 // after it. It returns false, with in in any state, for anything else. It
 // reads bytes directly instead of calling small readers: in wasm each call
@@ -43,6 +43,7 @@ func decodeCommon(b []byte, in *Input) bool {
 	}
 	n, i := int(b[0]&0x0f), 1
 	now, wall := int64(0), int64(0)
+	backlog := false
 	var seen uint8
 	msgs := in.Inbound[:0]
 	for ; n > 0; n-- {
@@ -99,6 +100,13 @@ func decodeCommon(b []byte, in *Input) bool {
 				}
 				msgs = append(msgs, m)
 			}
+		case "backlog": // a host with more received messages waiting
+			bit = 32
+			if i >= len(b) || b[i]&0xfe != 0xc2 {
+				return false
+			}
+			backlog = b[i] == 0xc3
+			i++
 		case "join", "cmd": // empty lists, as some encoders write them
 			bit = 8
 			if key[0] == 'c' {
@@ -120,7 +128,7 @@ func decodeCommon(b []byte, in *Input) bool {
 		return false
 	}
 	// clearomitted: keys left out are zero.
-	*in = Input{Now: now, Wall: wall, Join: in.Join[:0], Inbound: msgs, Commands: in.Commands[:0]}
+	*in = Input{Now: now, Wall: wall, Join: in.Join[:0], Inbound: msgs, Commands: in.Commands[:0], Backlog: backlog}
 	return true
 }
 

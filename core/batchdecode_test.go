@@ -26,6 +26,7 @@ func decodeInputSeeds(tb testing.TB) [][]byte {
 		{Now: 7, Commands: Commands{{Kind: CmdResign, Group: "g"}}},
 		{Now: 1 << 62, Inbound: Messages{{Topic: string(make([]byte, 300)), Payload: make([]byte, 70000)}}},
 		{Now: 4, Inbound: Messages{{Topic: "stalE", Payload: hb}, {Topic: "stale", Payload: hb}}}, // as long as the reused topic
+		{Now: 5, Inbound: Messages{{Topic: Topic("g"), Payload: hb}}, Backlog: true},
 	}
 	var seeds [][]byte
 	for _, in := range inputs {
@@ -90,6 +91,8 @@ func TestDecodeInputCommonPath(t *testing.T) {
 		{Now: 3},
 		{Now: 3, Wall: 1_700_000_000_000, Inbound: Messages{{Topic: Topic("g"), Payload: hb}}},
 		{Now: 1 << 40, Inbound: Messages{{Topic: Topic("g"), Payload: hb}, {Topic: Topic("h"), Payload: make([]byte, 300)}}},
+		// A host with more waiting: the overloaded case, fast too.
+		{Now: 5, Inbound: Messages{{Topic: Topic("g"), Payload: hb}}, Backlog: true},
 	} {
 		b, err := in.MarshalMsg(nil)
 		if err != nil {
@@ -105,7 +108,7 @@ func TestDecodeInputCommonPath(t *testing.T) {
 		}
 		ge, _ := got.MarshalMsg(nil)
 		we, _ := want.MarshalMsg(nil)
-		if !bytes.Equal(ge, we) {
+		if !bytes.Equal(ge, we) || got.Backlog != in.Backlog {
 			t.Fatalf("fast path %+v, reference %+v", got, want)
 		}
 		if allocs := testing.AllocsPerRun(100, func() {

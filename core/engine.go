@@ -62,10 +62,23 @@ func (e *Engine) Step(in *Input, out *Output) {
 	for i := range in.Commands {
 		e.command(&in.Commands[i])
 	}
+	var held []*group
 	for len(e.timers) > 0 && e.timers[0].wake <= e.now {
 		g := e.timers[0]
+		if in.Backlog && g.campaignDue(e.now) && e.now < g.electionDeadline+g.cfg.HeartbeatMs {
+			// A campaign behind received messages waits for them: out of
+			// the heap's way until the loop ends, then due again.
+			held = append(held, g)
+			g.wake = e.now + 1
+			heap.Fix(&e.timers, g.heapIdx)
+			continue
+		}
 		g.tick(e)
 		e.touch(g)
+	}
+	for _, g := range held {
+		g.wake = g.nextWake()
+		heap.Fix(&e.timers, g.heapIdx)
 	}
 	for _, g := range e.dirty {
 		out.Persist = append(out.Persist, g.state())

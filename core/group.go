@@ -376,6 +376,19 @@ func (g *group) setTerm(t uint64) {
 	}
 }
 
+// campaignDue reports whether this step's tick would start a campaign: a
+// follower's or candidate's election deadline has passed (a bully
+// candidate's collect window ending first is no campaign).
+func (g *group) campaignDue(now int64) bool {
+	switch {
+	case g.role == RoleLeader, now < g.electionDeadline:
+		return false
+	case g.cfg.Mode == ModeBully && g.role == RoleCandidate:
+		return now < g.collectEnd
+	}
+	return true
+}
+
 func (g *group) nextWake() int64 {
 	switch {
 	case g.role == RoleLeader && g.cfg.Mode == ModeQuorum:

@@ -37,6 +37,12 @@ import (
 //	resume id=X [add=Y|remove=Y]
 //	                       step X once with everything that waited, in order,
 //	                       and the command, if any
+//	stall id=X ms=N [backlog=true]
+//	                       X is not stepped for N ms while the others run (as
+//	                       elapse; what is sent to X stays queued), then X wakes
+//	                       on its timer before the queue reaches it: one step
+//	                       with no message (Input.Backlog if backlog=true);
+//	                       prints what X published
 //	join id=X              start a new node X on the bus, awaiting its configuration
 //	                       (its Members: the cluster's ids)
 //	add|remove id=X member=Y  ask node X to add or remove member Y
@@ -179,6 +185,36 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 	case "drop":
 		match, _ := queueFilter(t, d)
 		n.queue = slices.DeleteFunc(n.queue, match)
+	case "stall":
+		id := arg("id")
+		var ms int64
+		d.ScanArgs(t, "ms", &ms)
+		backlog := false
+		d.MaybeScanArgs(t, "backlog", &backlog)
+		n.quiet = true
+		for end := n.now + ms; n.now < end; {
+			n.now = min(n.now+10, end)
+			for _, other := range n.ids {
+				if other != id && !n.down[other] {
+					n.step(other, &Input{Now: n.now})
+				}
+			}
+			for held := 0; len(n.queue) > held; {
+				round := slices.Clone(n.queue)
+				n.queue = nil
+				held = 0
+				for _, q := range round {
+					if q.to == id {
+						n.queue = append(n.queue, q)
+						held++
+					} else if !n.down[q.to] {
+						n.step(q.to, &Input{Now: n.now, Inbound: []Message{q.msg}})
+					}
+				}
+			}
+		}
+		n.quiet = false
+		n.step(id, &Input{Now: n.now, Backlog: backlog})
 	case "crash":
 		n.crash(arg("id"))
 	case "pause":

@@ -553,6 +553,9 @@ func (a *Agent) step() (more bool) {
 		}
 	}
 	more = a.inbox.len() > 0
+	// A campaign due now waits for what is still in the inbox (a heartbeat
+	// there would make it needless): the core holds it, bounded.
+	in.Backlog = more
 	a.mu.Unlock()
 	a.logDrops()
 
