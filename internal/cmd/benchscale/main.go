@@ -27,7 +27,8 @@
 //   - leaders per agent;
 //   - after kill -9 of the agent leading the most groups, for each group it
 //     led, the time until the survivors agree on a new leader (p50, p99,
-//     max), and the leaders per agent afterwards.
+//     max), the campaigns the survivors started meanwhile, and the leaders
+//     per agent afterwards.
 //
 // Results go to stdout (a text table, or JSON with -json); progress to
 // stderr. The machine's load average is part of the result: the figures
@@ -214,6 +215,9 @@ type result struct {
 	FailoverP99S  float64   `json:"failover_p99_s"`  //
 	FailoverMaxS  float64   `json:"failover_max_s"`  // -1 if some group was not led again
 	LeadersAfter  []int     `json:"leaders_after"`   // per agent (the killed one 0)
+	// FailoverCampaigns: campaigns the survivors started from the end of
+	// the window until every group the killed agent led was led again.
+	FailoverCampaigns uint64 `json:"failover_campaigns"`
 	failoverTimes []float64 // seconds
 }
 
@@ -467,13 +471,18 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 	pids = append(pids, broker.Process.Pid)
 	tell := func(cmd string) {
 		for _, a := range agents {
-			io.WriteString(a.stdin, cmd+"\n")
+			if !a.dead {
+				io.WriteString(a.stdin, cmd+"\n")
+			}
 		}
 	}
+	// campaignCount waits for every live agent's count of campaigns
+	// reported after the time given (tell makes them report) and sums
+	// them.
 	campaignCount := func(after int64) (uint64, error) {
 		_, ok, err := wait(30*time.Second, func() bool {
 			for _, a := range agents {
-				if a.campaignsAt < after {
+				if !a.dead && a.campaignsAt < after {
 					return false
 				}
 			}
@@ -484,7 +493,9 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 		}
 		var n uint64
 		for _, a := range agents {
-			n += a.campaigns
+			if !a.dead {
+				n += a.campaigns
+			}
 		}
 		return n, err
 	}
@@ -603,8 +614,24 @@ done:
 		}
 	}
 	res.LeadersAfter = leadersPerAgent(ids, agreed)
-	logf("   kill -9 %s (leading %d): re-led %d, p50 %.2f s, p99 %.2f s, max %.2f s; leaders after %v",
-		res.Killed, len(led), len(reLed), res.FailoverP50S, res.FailoverP99S, res.FailoverMaxS, res.LeadersAfter)
+	// The survivors' campaigns from the end of the window (their counts
+	// then) until every group was led again: one per re-led group when
+	// every first campaign wins.
+	var before uint64
+	for i, a := range agents {
+		if i != victim {
+			before += a.campaigns
+		}
+	}
+	asked = time.Now().UnixMilli()
+	tell("probe")
+	after, err := campaignCount(asked)
+	if err != nil {
+		return res, err
+	}
+	res.FailoverCampaigns = after - before
+	logf("   kill -9 %s (leading %d): re-led %d, p50 %.2f s, p99 %.2f s, max %.2f s; leaders after %v; %d campaigns",
+		res.Killed, len(led), len(reLed), res.FailoverP50S, res.FailoverP99S, res.FailoverMaxS, res.LeadersAfter, res.FailoverCampaigns)
 	return res, nil
 }
 
@@ -751,7 +778,7 @@ func (r report) table(w io.Writer) {
 		if x.LedS >= 0 {
 			led = fmt.Sprintf("%.1f s (joined %.1f s)", x.LedS, x.JoinedS)
 		}
-		fo := fmt.Sprintf("%.2f / %.2f / %.2f s (%d groups)", x.FailoverP50S, x.FailoverP99S, x.FailoverMaxS, x.FailoverN)
+		fo := fmt.Sprintf("%.2f / %.2f / %.2f s (%d groups, %d campaigns)", x.FailoverP50S, x.FailoverP99S, x.FailoverMaxS, x.FailoverN, x.FailoverCampaigns)
 		if x.LedS < 0 {
 			fo = "not measured (unsettled)"
 		} else if x.FailoverDone < x.FailoverN {
