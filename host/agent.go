@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -274,19 +276,11 @@ func (a *Agent) join(ctx context.Context, cfg core.Config, cb Callbacks, drained
 	// queues (inbox.go).
 	a.inbox.setMembers(core.Topic(cfg.Group), cfg.Members)
 	a.inbox.setMembers(core.Topic(cfg.Group), st.Members)
-	cg := a.coal.join(cfg.Group, cfg.ID, cfg.Members)
+	a.coal.join(cfg.Group, cfg.ID, cfg.Members)
 	if len(st.Members) > 0 {
 		a.coal.config(cfg.Group, st.Members)
 	}
-	live, subscribing := a.peerSubs[cg.topic]
-	switch {
-	case a.cfg.NoCoalescing || textOnly(a.cfg.Transport):
-		live, subscribing = false, true // never subscribed, never ready
-	case live:
-		a.coal.ready(cg.topic, cfg.ID, a.clock.NowMs())
-	case !subscribing:
-		a.peerSubs[cg.topic] = false
-	}
+	peerTopics := a.peerTopicsToSubscribe(cfg.Group)
 	a.mu.Unlock()
 	subCtx, cancel := context.WithCancel(a.ctx)
 	el.subCancel = cancel
@@ -305,8 +299,8 @@ func (a *Agent) join(ctx context.Context, cfg core.Config, cb Callbacks, drained
 		drop()
 		return nil, fmt.Errorf("host: join %q: subscribe: %w", cfg.Group, err)
 	}
-	if !live && !subscribing {
-		a.subscribePeers(cg.topic)
+	for _, topic := range peerTopics {
+		a.subscribePeers(topic)
 	}
 	// A random incarnation per join: the core tells this process from any
 	// other speaking with the same ID by it.
@@ -325,6 +319,36 @@ func (a *Agent) join(ctx context.Context, cfg core.Config, cb Callbacks, drained
 func textOnly(tr transport.Transport) bool {
 	t, ok := tr.(transport.TextOnly)
 	return ok && t.TextOnly()
+}
+
+// peerTopicsToSubscribe marks as being subscribed, and returns, the peer
+// topics not yet subscribed of the group just joined, or of every group
+// when that join brought the agent to the number it coalesces for — none
+// while it is in fewer (its traffic is then exactly that of an agent
+// without coalescing), or with NoCoalescing. A topic already live makes
+// the group's id ready at once. Called with a.mu held.
+func (a *Agent) peerTopicsToSubscribe(joined string) []string {
+	n := len(a.coal.groups)
+	if a.cfg.NoCoalescing || textOnly(a.cfg.Transport) || n < a.coal.minGroups {
+		return nil
+	}
+	groups := []*cgroup{a.coal.groups[joined]}
+	if n == a.coal.minGroups {
+		groups = slices.Collect(maps.Values(a.coal.groups))
+	}
+	var topics []string
+	now := a.clock.NowMs()
+	for _, g := range groups {
+		live, known := a.peerSubs[g.topic]
+		switch {
+		case live:
+			a.coal.ready(g.topic, g.id, now)
+		case !known:
+			a.peerSubs[g.topic] = false
+			topics = append(topics, g.topic)
+		}
+	}
+	return topics
 }
 
 // subscribePeers subscribes to a peer topic for the agent's life. Once it

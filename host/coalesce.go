@@ -3,10 +3,10 @@ package host
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/electcore/electcore/core"
@@ -66,19 +66,24 @@ type envelope struct {
 	Entries []envEntry
 }
 
-// appendEnvelope encodes an envelope: the magic, then the sender and each
-// entry's group and payload, every string preceded by its length as a
-// uvarint, the entries by their count.
+// appendEnvelope encodes an envelope as text (transports such as pilot
+// carry only UTF-8 text without NUL): the line "ECENV1 <from> <count>",
+// then per entry the line "<group> <length>" and the payload followed by a
+// newline; numbers in decimal.
 func appendEnvelope(b []byte, from string, entries []envEntry) []byte {
 	b = append(b, envelopeMagic...)
-	b = binary.AppendUvarint(b, uint64(len(from)))
+	b = append(b, ' ')
 	b = append(b, from...)
-	b = binary.AppendUvarint(b, uint64(len(entries)))
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, uint64(len(entries)), 10)
+	b = append(b, '\n')
 	for _, e := range entries {
-		b = binary.AppendUvarint(b, uint64(len(e.Group)))
 		b = append(b, e.Group...)
-		b = binary.AppendUvarint(b, uint64(len(e.Payload)))
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, uint64(len(e.Payload)), 10)
+		b = append(b, '\n')
 		b = append(b, e.Payload...)
+		b = append(b, '\n')
 	}
 	return b
 }
@@ -86,46 +91,67 @@ func appendEnvelope(b []byte, from string, entries []envEntry) []byte {
 var errEnvelope = errors.New("host: malformed envelope")
 
 // decodeEnvelope reads an envelope strictly: a wrong magic, a name that
-// is empty or longer than core.MaxIDLen, a payload longer than
-// core.MaxPayload, more than maxEnvelopeEntries entries, a truncated field
-// or trailing bytes make it malformed, and nothing of it is used. The
-// entries' payloads point into p.
+// is empty, longer than core.MaxIDLen or holding a space or newline, a
+// number with a sign or a leading zero, a payload longer than
+// core.MaxPayload, more than maxEnvelopeEntries entries, a missing
+// separator or anything after the last entry make it malformed, and
+// nothing of it is used. The entries' payloads point into p.
 func decodeEnvelope(p []byte) (envelope, error) {
 	var env envelope
-	if len(p) > maxEnvelope || !bytes.HasPrefix(p, []byte(envelopeMagic)) {
+	if len(p) > maxEnvelope || !bytes.HasPrefix(p, []byte(envelopeMagic+" ")) {
 		return env, errEnvelope
 	}
-	p = p[len(envelopeMagic):]
-	field := func(limit int) ([]byte, bool) {
-		n, k := binary.Uvarint(p)
-		if k <= 0 || n > uint64(limit) || n > uint64(len(p)-k) {
-			return nil, false
+	p = p[len(envelopeMagic)+1:]
+	// token reads up to sep: a name of 1..core.MaxIDLen bytes.
+	token := func(sep byte) (string, bool) {
+		i := bytes.IndexByte(p[:min(len(p), core.MaxIDLen+1)], sep)
+		if i <= 0 || bytes.ContainsAny(p[:i], " \n") {
+			return "", false
 		}
-		f := p[k : k+int(n)]
-		p = p[k+int(n):]
-		return f, true
+		t := string(p[:i])
+		p = p[i+1:]
+		return t, true
 	}
-	from, ok := field(core.MaxIDLen)
-	if !ok || len(from) == 0 {
+	// number reads a decimal up to '\n', at most limit.
+	number := func(limit int) (int, bool) {
+		i := bytes.IndexByte(p[:min(len(p), 8)], '\n')
+		if i <= 0 || (i > 1 && p[0] == '0') {
+			return 0, false
+		}
+		n := 0
+		for _, c := range p[:i] {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			n = n*10 + int(c-'0')
+		}
+		if n > limit {
+			return 0, false
+		}
+		p = p[i+1:]
+		return n, true
+	}
+	from, ok := token(' ')
+	if !ok {
 		return env, errEnvelope
 	}
-	env.From = string(from)
-	n, k := binary.Uvarint(p)
-	if k <= 0 || n > maxEnvelopeEntries {
+	env.From = from
+	n, ok := number(maxEnvelopeEntries)
+	if !ok {
 		return env, errEnvelope
 	}
-	p = p[k:]
-	env.Entries = make([]envEntry, 0, min(n, uint64(len(p)/2)))
+	env.Entries = make([]envEntry, 0, min(n, len(p)/4))
 	for range n {
-		g, ok := field(core.MaxIDLen)
-		if !ok || len(g) == 0 {
-			return envelope{}, errEnvelope
-		}
-		pl, ok := field(core.MaxPayload)
+		g, ok := token(' ')
 		if !ok {
 			return envelope{}, errEnvelope
 		}
-		env.Entries = append(env.Entries, envEntry{Group: string(g), Payload: pl})
+		size, ok := number(core.MaxPayload)
+		if !ok || len(p) < size+1 || p[size] != '\n' {
+			return envelope{}, errEnvelope
+		}
+		env.Entries = append(env.Entries, envEntry{Group: g, Payload: p[:size]})
+		p = p[size+1:]
 	}
 	if len(p) != 0 {
 		return envelope{}, errEnvelope
@@ -295,11 +321,11 @@ func (c *coalescer) plan(now int64, pubs []core.Message) (out []core.Message, co
 // appendEnvelopes appends the envelopes carrying entries on k's topic,
 // each within maxEnvelope bytes and maxEnvelopeEntries entries.
 func appendEnvelopes(out []core.Message, k swarmKey, entries []envEntry) []core.Message {
-	head := len(envelopeMagic) + 2*binary.MaxVarintLen64 + len(k.id)
+	head := len(envelopeMagic) + 16 + len(k.id)
 	for len(entries) > 0 {
 		size, n := head, 0
 		for n < len(entries) && n < maxEnvelopeEntries {
-			s := 2*binary.MaxVarintLen64 + len(entries[n].Group) + len(entries[n].Payload)
+			s := 16 + len(entries[n].Group) + len(entries[n].Payload)
 			if n > 0 && size+s > maxEnvelope {
 				break
 			}
@@ -315,10 +341,10 @@ func appendEnvelopes(out []core.Message, k swarmKey, entries []envEntry) []core.
 // nextHello is when plan next sends a hello (0: none, with no peer topic
 // or fewer than minGroups groups).
 func (c *coalescer) nextHello() int64 {
-	var next int64
 	if len(c.groups) < c.minGroups {
 		return 0
 	}
+	var next int64
 	for _, last := range c.swarms {
 		if t := last + helloMs; next == 0 || t < next {
 			next = t

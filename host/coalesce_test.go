@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/cockroachdb/datadriven"
 
@@ -344,6 +345,10 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	if err != nil || env.From != "a" || len(env.Entries) != 2 || env.Entries[0].Group != "g1" || !bytes.Equal(env.Entries[0].Payload, entries[0].Payload) || env.Entries[1].Group != "g2" {
 		t.Fatalf("decode(encode) = %+v, %v", env, err)
 	}
+	// Text, as pilot carries only UTF-8 without NUL.
+	if !utf8.Valid(p) || bytes.IndexByte(p, 0) >= 0 {
+		t.Fatalf("envelope %q is not text", p)
+	}
 	hello, err := decodeEnvelope(appendEnvelope(nil, "b", nil))
 	if err != nil || hello.From != "b" || len(hello.Entries) != 0 {
 		t.Fatalf("hello: %+v, %v", hello, err)
@@ -361,6 +366,11 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		"long payload":   appendEnvelope(nil, "a", []envEntry{{"g", make([]byte, core.MaxPayload+1)}}),
 		"count too high": append([]byte(envelopeMagic+"\x01a"), 0xff, 0xff, 0xff, 0x7f),
 		"count beyond":   append([]byte(envelopeMagic+"\x01a"), 0x02, 0x01, 'g', 0x00),
+		"leading zero":   []byte(envelopeMagic + " a 01\ng 0\n\n"),
+		"signed":         []byte(envelopeMagic + " a +1\ng 0\n\n"),
+		"no newline":     []byte(envelopeMagic + " a 1\ng 2\n{}"),
+		"space in name":  []byte(envelopeMagic + " a 1\ng h 0\n\n"),
+		"short payload":  []byte(envelopeMagic + " a 1\ng 5\n{}\n"),
 	} {
 		if env, err := decodeEnvelope(bad); err == nil {
 			t.Errorf("%s: decoded %+v", name, env)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -123,5 +124,40 @@ func TestPublishesGoOutInBatches(t *testing.T) {
 			t.Fatal("no batch of more than one message")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// An agent in fewer groups than it coalesces for reads and writes no peer
+// topic: its traffic is exactly that of an agent without coalescing. From
+// that number on it subscribes to its groups' peer topic.
+func TestFewGroupsUseNoPeerTopic(t *testing.T) {
+	ctx := context.Background()
+	tr := &quietTransport{}
+	ag, err := NewNativeAgent(ctx, AgentConfig{Transport: tr, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ag.Close(ctx)
+	peerSubs := func() (n int) {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		for topic := range tr.subs {
+			if strings.HasPrefix(topic, PeersTopicPrefix) {
+				n++
+			}
+		}
+		return n
+	}
+	members := []string{"a", "b", "c"}
+	for i := range coalesceGroups {
+		if n := peerSubs(); n != 0 {
+			t.Fatalf("in %d groups: %d peer topics subscribed", i, n)
+		}
+		if _, err := ag.Join(ctx, core.Config{ID: "a", Group: fmt.Sprintf("g%d", i), Members: members}, Callbacks{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := peerSubs(); n != 1 {
+		t.Fatalf("in %d groups of one member set: %d peer topics subscribed, want 1", coalesceGroups, n)
 	}
 }

@@ -36,8 +36,8 @@ type Transport interface {
 }
 
 // TextOnly is implemented by transports that carry only UTF-8 text without
-// NUL bytes (pilot: its payloads travel as command-line arguments). An
-// agent coalesces nothing over such a transport (its envelopes are binary):
+// NUL bytes (pilot: its payloads travel as command-line arguments, one
+// process per publish). An agent coalesces nothing over such a transport:
 // it neither reads nor writes peer topics, as with host.AgentConfig's
 // NoCoalescing.
 type TextOnly interface {
