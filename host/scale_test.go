@@ -161,3 +161,39 @@ func TestFewGroupsUseNoPeerTopic(t *testing.T) {
 		t.Fatalf("in %d groups of one member set: %d peer topics subscribed, want 1", coalesceGroups, n)
 	}
 }
+
+// BenchmarkAgentMemoryPerGroup reports the Go heap a native agent holds
+// per group just joined (3 members, the other two silent), with everything
+// the host keeps for it: election, inbox and coalescer entries, the core's
+// group. (Goroutine stacks are not heap: an idle election has none.)
+func BenchmarkAgentMemoryPerGroup(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for range b.N {
+				ctx := context.Background()
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				ag, err := NewNativeAgent(ctx, AgentConfig{Transport: &quietTransport{}, Logger: discardLogger()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				sem := make(chan struct{}, 256)
+				var wg sync.WaitGroup
+				for i := range n {
+					sem <- struct{}{}
+					wg.Add(1)
+					go func() {
+						defer func() { <-sem; wg.Done() }()
+						ag.Join(ctx, core.Config{ID: "a", Group: fmt.Sprintf("group-%05d", i), Members: []string{"a", "b", "c"}}, Callbacks{})
+					}()
+				}
+				wg.Wait()
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapInuse-before.HeapInuse)/float64(n), "heap-B/group")
+				ag.Close(ctx)
+			}
+		})
+	}
+}
