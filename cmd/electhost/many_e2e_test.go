@@ -91,8 +91,10 @@ func (c *cluster) waitBalanced(groups, live []string, within time.Duration) (map
 // groups go to the best survivor of each, whose command then runs.
 func TestE2EManyGroups(t *testing.T) {
 	url, _ := natstest.Start(t)
+	// Six groups and their commands per process: twice the single-group
+	// tests' timings, so that a loaded runner (or -race) keeps the leases.
 	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, []string{"ELECTHOST_TEST_PER_GROUP=1"},
-		100*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond)
+		200*time.Millisecond, 1200*time.Millisecond, 20*time.Millisecond)
 	// By the balanced priorities each of a1, a2, a3 ranks first in two.
 	groups := []string{c.group, "orders", "billing", "mail", "queue", "index"}
 	file := filepath.Join(c.root, "groups")
