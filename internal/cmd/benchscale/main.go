@@ -208,17 +208,17 @@ type result struct {
 	// of the first elections).
 	StartCampaigns uint64 `json:"start_campaigns"`
 	// Failover after kill -9 of Killed (the agent leading the most groups).
-	Killed        string    `json:"killed"`
-	FailoverN     int       `json:"failover_groups"` // groups it led
-	FailoverDone  int       `json:"failover_releds"` // of those, led again within the timeout
-	FailoverP50S  float64   `json:"failover_p50_s"`  // kill → survivors agree on a new leader
-	FailoverP99S  float64   `json:"failover_p99_s"`  //
-	FailoverMaxS  float64   `json:"failover_max_s"`  // -1 if some group was not led again
-	LeadersAfter  []int     `json:"leaders_after"`   // per agent (the killed one 0)
+	Killed       string  `json:"killed"`
+	FailoverN    int     `json:"failover_groups"` // groups it led
+	FailoverDone int     `json:"failover_releds"` // of those, led again within the timeout
+	FailoverP50S float64 `json:"failover_p50_s"`  // kill → survivors agree on a new leader
+	FailoverP99S float64 `json:"failover_p99_s"`  //
+	FailoverMaxS float64 `json:"failover_max_s"`  // -1 if some group was not led again
+	LeadersAfter []int   `json:"leaders_after"`   // per agent (the killed one 0)
 	// FailoverCampaigns: campaigns the survivors started from the end of
 	// the window until every group the killed agent led was led again.
-	FailoverCampaigns uint64 `json:"failover_campaigns"`
-	failoverTimes []float64 // seconds
+	FailoverCampaigns uint64    `json:"failover_campaigns"`
+	failoverTimes     []float64 // seconds
 }
 
 // agentProc is one agent process and what it reported.
