@@ -298,9 +298,11 @@ func (c *coalescer) plan(now int64, pubs []core.Message) (out []core.Message, co
 		c.swarms[b.key] = now
 	}
 	var hellos []swarmKey
-	for k, last := range c.swarms {
-		if now-last >= helloMs && len(c.groups) >= c.minGroups {
-			hellos = append(hellos, k)
+	if len(c.groups) >= c.minGroups {
+		for k, last := range c.swarms {
+			if now-last >= helloMs {
+				hellos = append(hellos, k)
+			}
 		}
 	}
 	if len(hellos) > 0 { // about once a second: forget the peers gone quiet

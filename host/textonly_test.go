@@ -55,8 +55,9 @@ func (r *recordingTransport) counts() (published, peer int, peerSubs int) {
 
 // Over a transport that carries only text (pilot), agents in enough groups
 // to coalesce neither read nor write peer topics (pilot would pass each
-// envelope as a command-line argument, a process per publish). The same agents over a transport that carries bytes do
-// both, so the test sees the traffic it forbids.
+// envelope as a command-line argument, a process per publish). The same
+// agents over a transport that carries bytes do both, so the test sees the
+// traffic it forbids.
 func TestTextOnlyTransportCarriesNoEnvelopes(t *testing.T) {
 	for _, text := range []bool{false, true} {
 		t.Run(fmt.Sprintf("text=%v", text), func(t *testing.T) {

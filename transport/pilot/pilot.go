@@ -359,7 +359,8 @@ func (t *Transport) Subscribe(ctx context.Context, topic string, deliver func(tr
 func (t *Transport) Stats() transport.Stats { return t.c.Snapshot() }
 
 // TextOnly reports that pilot carries only text (transport.TextOnly): an
-// agent sends it no binary envelopes.
+// agent coalesces nothing over it, since each envelope would be one more
+// command-line argument and process per publish.
 func (t *Transport) TextOnly() bool { return true }
 
 // Close refuses new publishes, lets the queued and running ones finish
