@@ -303,13 +303,7 @@ func (o *runOptions) runMany(ctx context.Context, cmd *cobra.Command) (err error
 // manySnapshot sums the agent's groups for /metrics: counts of groups in
 // each state, never a series per group.
 func manySnapshot(agent *host.Agent, members []*member, clock host.Clock, etMs int64) metrics.Snapshot {
-	as := agent.Stats()
-	s := metrics.Snapshot{
-		MessagesIn: as.MessagesIn, MessagesOut: as.MessagesOut,
-		Rejected:    as.Rejected + as.Transport.Rejected,
-		PublishErrs: as.PublishErrors, Traps: as.Traps, DuplicateIDs: as.DuplicateIDs,
-		Dropped: as.Dropped, DroppedFromMembers: as.DroppedFromMembers, TransportDropped: as.Transport.Dropped,
-	}
+	s := agentSnapshot(agent.Stats())
 	now := clock.NowMs()
 	for _, m := range members {
 		s.Groups++

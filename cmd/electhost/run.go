@@ -521,13 +521,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) (err error) {
 		},
 	}
 	mets = metrics.New(o.group, o.id, func() metrics.Snapshot {
-		as := agent.Stats()
-		s := metrics.Snapshot{
-			MessagesIn: as.MessagesIn, MessagesOut: as.MessagesOut,
-			Rejected:    as.Rejected + as.Transport.Rejected,
-			PublishErrs: as.PublishErrors, Traps: as.Traps, DuplicateIDs: as.DuplicateIDs,
-			Dropped: as.Dropped, DroppedFromMembers: as.DroppedFromMembers, TransportDropped: as.Transport.Dropped,
-		}
+		s := agentSnapshot(agent.Stats())
 		if e := elp.Load(); e != nil {
 			cs := e.Status()
 			s.Elections, s.Term = cs.Elections, cs.Term
@@ -1085,5 +1079,16 @@ func leaseEnd(el func() *host.Election, clock host.Clock) func(term uint64) time
 		// The core's milliseconds are the agent clock's, truncated: a
 		// millisecond earlier is never later than the lease's end.
 		return time.Now().Add(time.Duration(cs.LeaseUntil-clock.NowMs()-1) * time.Millisecond)
+	}
+}
+
+// agentSnapshot is the part of /metrics' snapshot that the agent's own
+// counters give, for one group or many.
+func agentSnapshot(as host.Stats) metrics.Snapshot {
+	return metrics.Snapshot{
+		MessagesIn: as.MessagesIn, MessagesOut: as.MessagesOut,
+		Rejected:    as.Rejected + as.Transport.Rejected,
+		PublishErrs: as.PublishErrors, Traps: as.Traps, DuplicateIDs: as.DuplicateIDs,
+		Dropped: as.Dropped, DroppedFromMembers: as.DroppedFromMembers, TransportDropped: as.Transport.Dropped,
 	}
 }
