@@ -14,9 +14,12 @@ import (
 
 // gatedEngine holds every step with received messages until gate is
 // closed, and records whether each said that more waited (Input.Backlog).
+// held receives once, when the first such step is held.
 type gatedEngine struct {
 	Engine
 	gate    chan struct{}
+	held    chan struct{}
+	once    sync.Once
 	mu      sync.Mutex
 	backlog []bool
 	in      int
@@ -24,6 +27,7 @@ type gatedEngine struct {
 
 func (g *gatedEngine) Step(in *core.Input, out *core.Output) error {
 	if len(in.Inbound) > 0 {
+		g.once.Do(func() { close(g.held) })
 		<-g.gate
 		g.mu.Lock()
 		g.backlog = append(g.backlog, in.Backlog)
@@ -41,7 +45,7 @@ func TestBacklogToldToCore(t *testing.T) {
 	bus := mem.NewBus(mem.Options{Seed: 9})
 	t.Cleanup(func() { bus.Close() })
 	ctx := context.Background()
-	eng := &gatedEngine{Engine: &nativeCore{e: core.NewEngine()}, gate: make(chan struct{})}
+	eng := &gatedEngine{Engine: &nativeCore{e: core.NewEngine()}, gate: make(chan struct{}), held: make(chan struct{})}
 	ag, err := NewAgentOn(AgentConfig{Transport: bus.Transport("a"), Logger: discardLogger()}, eng)
 	if err != nil {
 		t.Fatal(err)
@@ -50,13 +54,19 @@ func TestBacklogToldToCore(t *testing.T) {
 	if _, err := ag.Join(ctx, core.Config{ID: "a", Group: "g", Members: []string{"a", "b", "c"}}, Callbacks{}); err != nil {
 		t.Fatal(err)
 	}
-	// 100 messages of 8,000 bytes: 800 kB, more than a batch takes
-	// (core.MaxBatchBytes/2). The core refuses them; only the batching
-	// matters here.
+	// One message first, held in its step at the gate: the loop would
+	// otherwise take a batch while the rest are still arriving, which may
+	// leave too few behind to need a second batch. Then 100 messages of
+	// 8,000 bytes: 800 kB, more than a batch takes (core.MaxBatchBytes/2).
+	// The core refuses them; only the batching matters here.
 	other := bus.Transport("x")
 	payload := []byte(strings.Repeat("x", 8000))
-	const n = 100
-	for range n {
+	if err := other.Publish(ctx, core.Topic("g"), payload); err != nil {
+		t.Fatal(err)
+	}
+	<-eng.held
+	const n = 101
+	for range n - 1 {
 		if err := other.Publish(ctx, core.Topic("g"), payload); err != nil {
 			t.Fatal(err)
 		}
