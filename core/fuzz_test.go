@@ -1,7 +1,6 @@
 package core
 
 import (
-	"bytes"
 	"reflect"
 	"testing"
 )
@@ -75,42 +74,6 @@ func FuzzStep(f *testing.F) {
 		after.Rejected--
 		if !reflect.DeepEqual(before, after) {
 			t.Fatalf("rejected payload %q changed state:\n%+v\n%+v", payload, before, after)
-		}
-	})
-}
-
-// FuzzInput decodes arbitrary bytes as a msgp Input batch, as the wasm
-// module does, and steps an engine with whatever decodes: never a panic, and
-// the output always encodes.
-func FuzzInput(f *testing.F) {
-	seed := Input{Now: 5, Join: []GroupSpec{{Config: Config{ID: "a", Group: "g", Members: []string{"a", "b"}}}},
-		Inbound:  []Message{{Topic: Topic("g"), Payload: []byte(seedPayloads[0])}},
-		Commands: []Command{{Kind: CmdCampaign, Group: "g"}, {Kind: CmdTransfer, Group: "g", Target: "b"}}}
-	b, err := seed.MarshalMsg(nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(b)
-	f.Add([]byte{0x80})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var in Input
-		if _, err := in.UnmarshalMsg(data); err != nil {
-			return
-		}
-		e := NewEngine()
-		var out Output
-		e.Step(&in, &out)
-		e.Step(&Input{Now: in.Now + 10_000}, &out)
-		enc, err := out.MarshalMsg(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var back Output
-		if _, err := back.UnmarshalMsg(enc); err != nil {
-			t.Fatal(err)
-		}
-		if again, _ := back.MarshalMsg(nil); !bytes.Equal(again, enc) {
-			t.Fatal("output does not round-trip")
 		}
 	})
 }

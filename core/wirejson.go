@@ -5,6 +5,11 @@ import (
 	"unicode/utf8"
 )
 
+// maxWireDepth bounds the nesting of a JSON wire payload, which parseWire
+// enforces as it scans. Every protocol message is one flat object (depth 1);
+// a little room is left for extensions that other agents may add.
+const maxWireDepth = 8
+
 // parseWire parses one wire payload — a single JSON object — into m, which
 // the caller has zeroed. It is the core's only JSON decoder, strict and small
 // (encoding/json would add ~230 KB and reflection to the wasm module):
@@ -13,7 +18,7 @@ import (
 //   - keys are matched exactly (encoding/json folds case; a signed message
 //     must mean one thing), after unescaping; any other key is an unknown
 //     key whose value — any JSON value, objects and arrays nested at most
-//     MaxWireDepth levels deep counting the message itself — is checked and
+//     maxWireDepth levels deep counting the message itself — is checked and
 //     skipped;
 //   - strings are unescaped as encoding/json does (\uXXXX with surrogate
 //     pairs; a lone surrogate or an invalid UTF-8 byte becomes U+FFFD);
@@ -382,8 +387,8 @@ func (d *jsonScanner) value() bool {
 		return d.lit("null")
 	case c == '{' || c == '[':
 		// The message itself is level 1.
-		if d.depth+2 > MaxWireDepth {
-			d.err = "nested deeper than " + strconv.Itoa(MaxWireDepth)
+		if d.depth+2 > maxWireDepth {
+			d.err = "nested deeper than " + strconv.Itoa(maxWireDepth)
 			return false
 		}
 		d.depth++

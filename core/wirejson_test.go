@@ -56,7 +56,7 @@ func decodeWireJSON(p []byte, m *wireMsg) error {
 	return checkWire(m)
 }
 
-// checkNestingRef refuses JSON nested deeper than MaxWireDepth.
+// checkNestingRef refuses JSON nested deeper than maxWireDepth.
 func checkNestingRef(p []byte) error {
 	depth, inStr, esc := 0, false, false
 	for _, c := range p {
@@ -74,8 +74,8 @@ func checkNestingRef(p []byte) error {
 			inStr = true
 		case c == '{' || c == '[':
 			depth++
-			if depth > MaxWireDepth {
-				return fmt.Errorf("malformed: nested deeper than %d", MaxWireDepth)
+			if depth > maxWireDepth {
+				return fmt.Errorf("malformed: nested deeper than %d", maxWireDepth)
 			}
 		case c == '}' || c == ']':
 			depth--
@@ -275,7 +275,7 @@ func TestParseWireVariants(t *testing.T) {
 	}
 	for _, v := range []string{`{"x":[[[[[[[]]]]]]]}`, `{"x":{"y":[{"z":[[[[]]]]}]}}`} {
 		if err := parseWire([]byte(v), &m); err != nil {
-			t.Fatalf("%s (depth %d): %v", v, MaxWireDepth, err)
+			t.Fatalf("%s (depth %d): %v", v, maxWireDepth, err)
 		}
 		if err := parseWire([]byte(strings.Replace(v, "[]", "[[]]", 1)), &m); err == nil || !strings.Contains(err.Error(), "nested deeper") {
 			t.Fatalf("%s one level deeper: %v", v, err)

@@ -23,6 +23,7 @@ import (
 	"unsafe"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/abi"
 )
 
 func main() {}
@@ -126,7 +127,7 @@ func stepBytes(b []byte) error {
 	}
 	// (DecodeInput checks nesting before any recursive decoder sees b; the
 	// payloads it decodes alias b, which stays put until the step is done.)
-	if err := core.DecodeInput(b, &in); err != nil {
+	if err := abi.DecodeInput(b, &in); err != nil {
 		return fail(errDecode, "decode input: "+err.Error())
 	}
 	out.Reset()
@@ -136,7 +137,7 @@ func stepBytes(b []byte) error {
 
 func encodeOut() error {
 	var err error
-	outBuf, err = core.EncodeOutput(outBuf[:0], &out)
+	outBuf, err = abi.EncodeOutput(outBuf[:0], &out)
 	if err != nil {
 		return fail(errEncode, "encode output: "+err.Error())
 	}
@@ -164,7 +165,7 @@ func joinBytes(b []byte) error {
 		return fail(errTooLarge, "input of "+itoa(len(b))+" bytes exceeds "+itoa(core.MaxBatchBytes))
 	}
 	var j core.Input
-	if err := core.DecodeInput(b, &j); err != nil {
+	if err := abi.DecodeInput(b, &j); err != nil {
 		return fail(errDecode, "decode join input: "+err.Error())
 	}
 	if len(j.Join) != 1 || len(j.Inbound) != 0 || len(j.Commands) != 0 {

@@ -145,13 +145,13 @@ func TestGoldenEncodings(t *testing.T) {
 			t.Errorf("%s: decodes to\n %+v\nwant %+v", c.name, got, want)
 		}
 		if o, ok := c.v.(*core.Output); ok && c.encode {
-			if b, err := core.EncodeOutput(nil, o); err != nil || !bytes.Equal(b, file) {
+			if b, err := EncodeOutput(nil, o); err != nil || !bytes.Equal(b, file) {
 				t.Errorf("%s: EncodeOutput wrote %x, %v; want %x", c.name, b, err, file)
 			}
 		}
 		if _, ok := c.v.(*core.Input); ok && c.encode {
 			var in core.Input
-			if err := core.DecodeInput(file, &in); err != nil || !reflect.DeepEqual(emptyAsNil(&in), emptyAsNil(want)) {
+			if err := DecodeInput(file, &in); err != nil || !reflect.DeepEqual(emptyAsNil(&in), emptyAsNil(want)) {
 				t.Errorf("%s: DecodeInput: %+v, %v; want %+v", c.name, in, err, want)
 			}
 		}

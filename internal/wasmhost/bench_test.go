@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/abi"
 	"github.com/electcore/electcore/internal/testwasm"
 	"github.com/tinylib/msgp/msgp"
 )
@@ -72,13 +73,13 @@ func (m *msgpStepper) Step(in *core.Input, out *core.Output) error {
 }
 
 func (m *msgpStepper) stepBytes() {
-	if err := core.DecodeInput(m.inb, &m.in); err != nil {
+	if err := abi.DecodeInput(m.inb, &m.in); err != nil {
 		panic(err)
 	}
 	m.out.Reset()
 	m.e.Step(&m.in, &m.out)
 	var err error
-	if m.outb, err = core.EncodeOutput(m.outb[:0], &m.out); err != nil {
+	if m.outb, err = abi.EncodeOutput(m.outb[:0], &m.out); err != nil {
 		panic(err)
 	}
 }

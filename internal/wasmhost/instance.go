@@ -250,7 +250,7 @@ func (i *Instance) StepBytes(in []byte) ([]byte, error) {
 }
 
 func (i *Instance) stepRaw(op string, f api.Function, in []byte) ([]byte, error) {
-	// The module checks the batch (core.DecodeInput); checking it here too
+	// The module checks the batch (abi.DecodeInput); checking it here too
 	// cost a second walk of every batch.
 	if err := i.write(op, in); err != nil {
 		return nil, err

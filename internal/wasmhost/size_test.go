@@ -13,6 +13,7 @@ import (
 	"github.com/tinylib/msgp/msgp"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/abi"
 	"github.com/electcore/electcore/internal/testwasm"
 )
 
@@ -101,7 +102,7 @@ func TestModuleDecodeErrorsMatchNative(t *testing.T) {
 	}
 	for name, b := range cases {
 		var in core.Input
-		nerr := core.DecodeInput(b, &in)
+		nerr := abi.DecodeInput(b, &in)
 		if nerr == nil {
 			t.Fatalf("%s: the native decoder accepts % x", name, b)
 		}

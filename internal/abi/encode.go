@@ -1,4 +1,6 @@
-package core
+package abi
+
+import "github.com/electcore/electcore/core"
 
 // EncodeOutput appends the msgp encoding of o to b: exactly the bytes
 // o.MarshalMsg appends (FuzzEncodeOutput). It is what the wasm module runs
@@ -10,7 +12,7 @@ package core
 // append of a constant (a memmove), which cost more than the bytes they
 // write (host/BENCHMARKS.md). Persisted states and events, rarer, go through
 // the generated encoders.
-func EncodeOutput(b []byte, o *Output) ([]byte, error) {
+func EncodeOutput(b []byte, o *core.Output) ([]byte, error) {
 	// The map header; "pub" and its array header; "wake" and an int64; per
 	// message its map header and "t", a str header and the topic, "p", a bin
 	// header and the payload.

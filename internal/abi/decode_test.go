@@ -1,14 +1,16 @@
-package core
+package abi
 
 import (
 	"bytes"
 	"testing"
+
+	"github.com/electcore/electcore/core"
 )
 
 // decodeReference is what DecodeInput must equal: CheckBatch, then the
 // generated decoder on a zero Input.
-func decodeReference(b []byte) (Input, error) {
-	var in Input
+func decodeReference(b []byte) (core.Input, error) {
+	var in core.Input
 	if err := CheckBatch(b); err != nil {
 		return in, err
 	}
@@ -18,15 +20,15 @@ func decodeReference(b []byte) (Input, error) {
 
 func decodeInputSeeds(tb testing.TB) [][]byte {
 	hb := []byte(`{"type":"heartbeat","leader":"a","term":1,"from":"a","group":"g","seq":1}`)
-	inputs := []Input{
+	inputs := []core.Input{
 		{},
-		{Now: 3, Inbound: Messages{{Topic: Topic("g"), Payload: hb}}},
-		{Now: -1, Wall: 1 << 40, Inbound: Messages{{Topic: Topic("g"), Payload: hb}, {Topic: Topic("h"), Payload: nil}}},
-		{Now: 1, Join: Joins{{Config: Config{ID: "b", Group: "g", Members: []string{"a", "b"}}}}},
-		{Now: 7, Commands: Commands{{Kind: CmdResign, Group: "g"}}},
-		{Now: 1 << 62, Inbound: Messages{{Topic: string(make([]byte, 300)), Payload: make([]byte, 70000)}}},
-		{Now: 4, Inbound: Messages{{Topic: "stalE", Payload: hb}, {Topic: "stale", Payload: hb}}}, // as long as the reused topic
-		{Now: 5, Inbound: Messages{{Topic: Topic("g"), Payload: hb}}, Backlog: true},
+		{Now: 3, Inbound: core.Messages{{Topic: core.Topic("g"), Payload: hb}}},
+		{Now: -1, Wall: 1 << 40, Inbound: core.Messages{{Topic: core.Topic("g"), Payload: hb}, {Topic: core.Topic("h"), Payload: nil}}},
+		{Now: 1, Join: core.Joins{{Config: core.Config{ID: "b", Group: "g", Members: []string{"a", "b"}}}}},
+		{Now: 7, Commands: core.Commands{{Kind: core.CmdResign, Group: "g"}}},
+		{Now: 1 << 62, Inbound: core.Messages{{Topic: string(make([]byte, 300)), Payload: make([]byte, 70000)}}},
+		{Now: 4, Inbound: core.Messages{{Topic: "stalE", Payload: hb}, {Topic: "stale", Payload: hb}}}, // as long as the reused topic
+		{Now: 5, Inbound: core.Messages{{Topic: core.Topic("g"), Payload: hb}}, Backlog: true},
 	}
 	var seeds [][]byte
 	for _, in := range inputs {
@@ -59,10 +61,10 @@ func FuzzDecodeInput(f *testing.F) {
 	for _, s := range decodeInputSeeds(f) {
 		f.Add(s)
 	}
-	var reused Input
+	var reused core.Input
 	// A previous batch in the reused Input: a message at index 0 that a
 	// batch omitting "t" or "p" must not inherit.
-	prev, _ := (&Input{Now: 9, Wall: 9, Inbound: Messages{{Topic: "stale", Payload: []byte("stale")}}, Commands: Commands{{Kind: CmdLeave, Group: "stale"}}}).MarshalMsg(nil)
+	prev, _ := (&core.Input{Now: 9, Wall: 9, Inbound: core.Messages{{Topic: "stale", Payload: []byte("stale")}}, Commands: core.Commands{{Kind: core.CmdLeave, Group: "stale"}}}).MarshalMsg(nil)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if err := DecodeInput(prev, &reused); err != nil {
 			t.Fatal(err)
@@ -87,18 +89,18 @@ func FuzzDecodeInput(f *testing.F) {
 // fast path, allocate nothing in steady state, and give the reference Input.
 func TestDecodeInputCommonPath(t *testing.T) {
 	hb := []byte(`{"type":"heartbeat","leader":"a","term":1,"from":"a","group":"g","seq":1}`)
-	for _, in := range []Input{
+	for _, in := range []core.Input{
 		{Now: 3},
-		{Now: 3, Wall: 1_700_000_000_000, Inbound: Messages{{Topic: Topic("g"), Payload: hb}}},
-		{Now: 1 << 40, Inbound: Messages{{Topic: Topic("g"), Payload: hb}, {Topic: Topic("h"), Payload: make([]byte, 300)}}},
+		{Now: 3, Wall: 1_700_000_000_000, Inbound: core.Messages{{Topic: core.Topic("g"), Payload: hb}}},
+		{Now: 1 << 40, Inbound: core.Messages{{Topic: core.Topic("g"), Payload: hb}, {Topic: core.Topic("h"), Payload: make([]byte, 300)}}},
 		// A host with more waiting: the overloaded case, fast too.
-		{Now: 5, Inbound: Messages{{Topic: Topic("g"), Payload: hb}}, Backlog: true},
+		{Now: 5, Inbound: core.Messages{{Topic: core.Topic("g"), Payload: hb}}, Backlog: true},
 	} {
 		b, err := in.MarshalMsg(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got Input
+		var got core.Input
 		if !decodeCommon(b, &got) {
 			t.Fatalf("%+v: not decoded by the fast path", in)
 		}
@@ -131,7 +133,7 @@ func TestDecodeInputNodeLayout(t *testing.T) {
 	b = append(b, 0xa1, 'p', 0xc4, byte(len(hb)))
 	b = append(b, hb...)
 	b = append(b, 0xa3, 'c', 'm', 'd', 0x90)
-	var got Input
+	var got core.Input
 	if !decodeCommon(b, &got) {
 		t.Fatal("not decoded by the fast path")
 	}
@@ -149,11 +151,11 @@ func TestDecodeInputNodeLayout(t *testing.T) {
 // TestDecodeInputReusedTopics: a reused Input's topics are reused only when
 // equal.
 func TestDecodeInputReusedTopics(t *testing.T) {
-	var in Input
+	var in core.Input
 	for _, topics := range [][]string{{"election:g", "election:h"}, {"election:g", "election:g"}, {"election:x", "election:h"}, {"election:g"}} {
-		var batch Input
+		var batch core.Input
 		for _, tp := range topics {
-			batch.Inbound = append(batch.Inbound, Message{Topic: tp, Payload: []byte("{}")})
+			batch.Inbound = append(batch.Inbound, core.Message{Topic: tp, Payload: []byte("{}")})
 		}
 		b, _ := batch.MarshalMsg(nil)
 		if err := DecodeInput(b, &in); err != nil {
@@ -174,9 +176,9 @@ func TestDecodeInputReusedTopics(t *testing.T) {
 // CheckBatch + the generated decoder (what the module ran before).
 func BenchmarkDecodeInput(b *testing.B) {
 	hb := []byte(`{"type":"heartbeat","leader":"a","term":1,"from":"a","group":"g","seq":1}`)
-	enc, _ := (&Input{Now: 3, Inbound: Messages{{Topic: Topic("g"), Payload: hb}}}).MarshalMsg(nil)
+	enc, _ := (&core.Input{Now: 3, Inbound: core.Messages{{Topic: core.Topic("g"), Payload: hb}}}).MarshalMsg(nil)
 	b.Run("impl=DecodeInput", func(b *testing.B) {
-		var in Input
+		var in core.Input
 		for b.Loop() {
 			if err := DecodeInput(enc, &in); err != nil {
 				b.Fatal(err)
@@ -184,12 +186,12 @@ func BenchmarkDecodeInput(b *testing.B) {
 		}
 	})
 	b.Run("impl=CheckBatch+UnmarshalMsg", func(b *testing.B) {
-		var in Input
+		var in core.Input
 		for b.Loop() {
 			if err := CheckBatch(enc); err != nil {
 				b.Fatal(err)
 			}
-			in = Input{Join: in.Join[:0], Inbound: in.Inbound[:0], Commands: in.Commands[:0]}
+			in = core.Input{Join: in.Join[:0], Inbound: in.Inbound[:0], Commands: in.Commands[:0]}
 			if _, err := in.UnmarshalMsg(enc); err != nil {
 				b.Fatal(err)
 			}

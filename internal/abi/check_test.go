@@ -1,6 +1,7 @@
-package core
+package abi
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -9,14 +10,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/electcore/electcore/core"
 	"github.com/tinylib/msgp/msgp"
 )
 
 // checkBatchRef is CheckBatch as first written, on msgp's own readers: the
 // reference for the hand-written walk.
 func checkBatchRef(b []byte) error {
-	if len(b) > MaxBatchBytes {
-		return fmt.Errorf("batch of %d bytes exceeds %d", len(b), MaxBatchBytes)
+	if len(b) > core.MaxBatchBytes {
+		return fmt.Errorf("batch of %d bytes exceeds %d", len(b), core.MaxBatchBytes)
 	}
 	var stack [MaxBatchDepth + 1]uint64
 	stack[0] = 1
@@ -82,13 +84,12 @@ func TestCheckBatchMatchesReference(t *testing.T) {
 			}
 		}
 	}
-	c := Config{ID: "a", Group: "g", Members: []string{"a", "b"}}
-	authConfig(&c, AuthEd25519, c.Members)
-	real := []Input{
+	c := ed25519Config("a", "b")
+	real := []core.Input{
 		{},
-		{Now: 1 << 40, Wall: -5, Join: []GroupSpec{{Config: c, State: GroupState{Group: "g", Term: 3, Vote: "b"}}},
-			Inbound:  []Message{{Topic: "t", Payload: make([]byte, 70000)}, {Topic: strings.Repeat("x", 40), Payload: []byte("{}")}},
-			Commands: []Command{{Kind: CmdCampaign, Group: "g"}, {Kind: CmdTransfer, Group: "g", Target: "b"}}},
+		{Now: 1 << 40, Wall: -5, Join: []core.GroupSpec{{Config: c, State: core.GroupState{Group: "g", Term: 3, Vote: "b"}}},
+			Inbound:  []core.Message{{Topic: "t", Payload: make([]byte, 70000)}, {Topic: strings.Repeat("x", 40), Payload: []byte("{}")}},
+			Commands: []core.Command{{Kind: core.CmdCampaign, Group: "g"}, {Kind: core.CmdTransfer, Group: "g", Target: "b"}}},
 	}
 	for _, in := range real {
 		enc, err := in.MarshalMsg(nil)
@@ -123,7 +124,7 @@ func TestCheckBatchMatchesReference(t *testing.T) {
 }
 
 func BenchmarkCheckBatch(b *testing.B) {
-	enc, _ := (&Input{Now: 3, Inbound: []Message{{Topic: "election:g", Payload: []byte(`{"type":"heartbeat","leader":"a","term":1,"from":"a","group":"g","seq":1}`)}}}).MarshalMsg(nil)
+	enc, _ := (&core.Input{Now: 3, Inbound: []core.Message{{Topic: "election:g", Payload: []byte(`{"type":"heartbeat","leader":"a","term":1,"from":"a","group":"g","seq":1}`)}}}).MarshalMsg(nil)
 	b.Run("impl=walk", func(b *testing.B) {
 		for b.Loop() {
 			_ = CheckBatch(enc)
@@ -134,4 +135,44 @@ func BenchmarkCheckBatch(b *testing.B) {
 			_ = checkBatchRef(enc)
 		}
 	})
+}
+
+// TestCheckBatchLimits: a megabyte of nesting is refused as nested, a batch
+// over MaxBatchBytes as too large, real batches pass, truncated ones fail.
+func TestCheckBatchLimits(t *testing.T) {
+	// A batch with a megabyte of nested arrays under an unknown key.
+	b := []byte{0x82, 0xa3, 'n', 'o', 'w', 0x01, 0xa1, 'x'}
+	b = append(b, bytes.Repeat([]byte{0x91}, core.MaxBatchBytes-len(b)-1)...)
+	b = append(b, 0xc0)
+	if err := CheckBatch(b); err == nil || !strings.Contains(err.Error(), "nested") {
+		t.Fatalf("deep batch: %v", err)
+	}
+	if err := CheckBatch(append(b, 0)); err == nil {
+		t.Fatal("oversized batch accepted")
+	}
+	// Real batches pass.
+	c := ed25519Config("a", "b")
+	in := core.Input{Now: 1, Join: []core.GroupSpec{{Config: c}}, Inbound: []core.Message{{Topic: "t", Payload: []byte("x")}}, Commands: []core.Command{{Kind: core.CmdCampaign, Group: "g"}}}
+	enc, err := in.MarshalMsg(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckBatch(enc); err != nil {
+		t.Fatalf("real batch: %v", err)
+	}
+	if err := CheckBatch(enc[:len(enc)-3]); err == nil {
+		t.Fatal("truncated batch accepted")
+	}
+}
+
+// ed25519Config is the config of member ids[0] of group "g" with ed25519
+// keys (stand-ins of the right sizes): the most deeply nested one a batch
+// carries.
+func ed25519Config(ids ...string) core.Config {
+	c := core.Config{ID: ids[0], Group: "g", Members: ids, Auth: core.AuthEd25519,
+		Key: bytes.Repeat([]byte{ids[0][0]}, 64), MemberKeys: map[string][]byte{}}
+	for _, id := range ids {
+		c.MemberKeys[id] = key32(id[0])
+	}
+	return c
 }

@@ -1,6 +1,10 @@
-package core
+package abi
 
-import "math"
+import (
+	"math"
+
+	"github.com/electcore/electcore/core"
+)
 
 // DecodeInput decodes the msgp Input b into in, as CheckBatch followed by
 // UnmarshalMsg into a zero Input would, reusing in's slices. It is what the
@@ -16,7 +20,7 @@ import "math"
 // duplicate keys, nil, encodings no msgp encoder emits for these fields —
 // falls back to CheckBatch and the generated decoder on a fresh Input, whose
 // result the fast path must equal (FuzzDecodeInput).
-func DecodeInput(b []byte, in *Input) error {
+func DecodeInput(b []byte, in *core.Input) error {
 	if decodeCommon(b, in) {
 		return nil
 	}
@@ -25,7 +29,7 @@ func DecodeInput(b []byte, in *Input) error {
 	}
 	// A fresh Input: the generated decoder, reusing elements, would leave a
 	// previous batch's field in an element whose key this batch omits.
-	*in = Input{}
+	*in = core.Input{}
 	_, err := in.UnmarshalMsg(b)
 	return err
 }
@@ -37,7 +41,7 @@ func DecodeInput(b []byte, in *Input) error {
 // after it. It returns false, with in in any state, for anything else. It
 // reads bytes directly instead of calling small readers: in wasm each call
 // costs more than the bytes it reads.
-func decodeCommon(b []byte, in *Input) bool {
+func decodeCommon(b []byte, in *core.Input) bool {
 	if len(b) == 0 || b[0]&0xf0 != 0x80 {
 		return false
 	}
@@ -89,12 +93,12 @@ func decodeCommon(b []byte, in *Input) bool {
 				return false
 			}
 			if cap(msgs) < cnt {
-				msgs = make(Messages, 0, cnt)
+				msgs = make(core.Messages, 0, cnt)
 			}
 			prev := msgs[:cnt]
 			msgs = msgs[:0]
 			for k := 0; k < cnt; k++ {
-				var m Message
+				var m core.Message
 				if i, ok = decodeMessage(b, i, &m, prev[k].Topic); !ok {
 					return false
 				}
@@ -128,13 +132,13 @@ func decodeCommon(b []byte, in *Input) bool {
 		return false
 	}
 	// clearomitted: keys left out are zero.
-	*in = Input{Now: now, Wall: wall, Join: in.Join[:0], Inbound: msgs, Commands: in.Commands[:0], Backlog: backlog}
+	*in = core.Input{Now: now, Wall: wall, Join: in.Join[:0], Inbound: msgs, Commands: in.Commands[:0], Backlog: backlog}
 	return true
 }
 
 // decodeMessage decodes the {"t": fixstr|str8, "p": bin8|bin16} map at i
 // into m and returns the index after it; the topic reuses last when equal.
-func decodeMessage(b []byte, i int, m *Message, last string) (int, bool) {
+func decodeMessage(b []byte, i int, m *core.Message, last string) (int, bool) {
 	if len(b)-i < 4 || b[i] != 0x82 || b[i+1] != 0xa1 || b[i+2] != 't' {
 		return i, false
 	}

@@ -1,4 +1,4 @@
-package core
+package abi
 
 import (
 	"bytes"
@@ -6,37 +6,39 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/electcore/electcore/core"
+
 	"github.com/tinylib/msgp/msgp"
 )
 
-func encodeOutputCases() []Output {
+func encodeOutputCases() []core.Output {
 	hb := []byte(`{"type":"ack","leader":"a","term":1,"from":"b","group":"g","seq":1}`)
-	var outs []Output
+	var outs []core.Output
 	for _, wake := range []int64{0, 1, 127, 128, 255, 256, 32767, 32768, 1<<31 - 1, 1 << 31, 1 << 40, math.MaxInt64,
 		-1, -32, -33, -128, -129, -32768, -32769, -1 << 31, -1<<31 - 1, math.MinInt64} {
-		outs = append(outs, Output{WakeAt: wake})
+		outs = append(outs, core.Output{WakeAt: wake})
 	}
 	for _, n := range []int{0, 1, 31, 32, 255, 256, 65535, 65536} {
 		outs = append(outs,
-			Output{Publishes: Messages{{Topic: strings.Repeat("t", n), Payload: hb}}, WakeAt: 5},
-			Output{Publishes: Messages{{Topic: "g", Payload: make([]byte, n)}}},
+			core.Output{Publishes: core.Messages{{Topic: strings.Repeat("t", n), Payload: hb}}, WakeAt: 5},
+			core.Output{Publishes: core.Messages{{Topic: "g", Payload: make([]byte, n)}}},
 		)
 	}
-	many := make(Messages, 16)
+	many := make(core.Messages, 16)
 	for k := range many {
-		many[k] = Message{Topic: Topic("g"), Payload: hb}
+		many[k] = core.Message{Topic: core.Topic("g"), Payload: hb}
 	}
 	outs = append(outs,
-		Output{Publishes: many[:15]},
-		Output{Publishes: many},
-		Output{Publishes: Messages{{Topic: "g", Payload: nil}}},
-		Output{
-			Persist:   States{{Group: "g", Term: 3, Vote: "a"}},
-			Publishes: Messages{{Topic: Topic("g"), Payload: hb}},
-			Events:    Events{{Kind: EventBecameLeader, Group: "g", Term: 3, Leader: "b"}},
+		core.Output{Publishes: many[:15]},
+		core.Output{Publishes: many},
+		core.Output{Publishes: core.Messages{{Topic: "g", Payload: nil}}},
+		core.Output{
+			Persist:   core.States{{Group: "g", Term: 3, Vote: "a"}},
+			Publishes: core.Messages{{Topic: core.Topic("g"), Payload: hb}},
+			Events:    core.Events{{Kind: core.EventBecameLeader, Group: "g", Term: 3, Leader: "b"}},
 			WakeAt:    1 << 33,
 		},
-		Output{Events: Events{{Kind: EventLeaderChanged, Group: "g"}, {Kind: EventLease, Group: "g"}}},
+		core.Output{Events: core.Events{{Kind: core.EventLeaderChanged, Group: "g"}, {Kind: core.EventLease, Group: "g"}}},
 	)
 	return outs
 }
@@ -95,7 +97,7 @@ func FuzzEncodeOutput(f *testing.F) {
 		if _, err := msgp.Skip(b); err != nil {
 			return
 		}
-		var o Output
+		var o core.Output
 		if _, err := o.UnmarshalMsg(b); err != nil {
 			return
 		}

@@ -1,21 +1,16 @@
-package core
+package abi
 
 import (
 	"errors"
 	"strconv"
+
+	"github.com/electcore/electcore/core"
 )
 
-// Nesting limits. parseWire enforces MaxWireDepth as it scans; CheckBatch
-// checks a msgp batch iteratively before any recursive decoder sees it.
-const (
-	// MaxWireDepth bounds the nesting of a JSON wire payload. Every protocol
-	// message is one flat object (depth 1); a little room is left for
-	// extensions that other agents may add.
-	MaxWireDepth = 8
-	// MaxBatchDepth bounds the nesting of a msgp batch. The deepest real
-	// path is Input → join → GroupSpec → Config → member_keys → key (5).
-	MaxBatchDepth = 12
-)
+// MaxBatchDepth bounds the nesting of a msgp batch, which CheckBatch checks
+// iteratively before any recursive decoder sees it. The deepest real path
+// is Input → join → GroupSpec → Config → member_keys → key (5).
+const MaxBatchDepth = 12
 
 // CheckBatch reports whether b can be handed to a msgp decoder: at most
 // MaxBatchBytes, and no array or map nested deeper than MaxBatchDepth. It
@@ -24,8 +19,8 @@ const (
 // decoders would skip recursively) is refused in time linear in its size and
 // constant stack. It does not check that b is an Input; the decoder does.
 func CheckBatch(b []byte) error {
-	if len(b) > MaxBatchBytes {
-		return errors.New("batch of " + strconv.Itoa(len(b)) + " bytes exceeds " + strconv.Itoa(MaxBatchBytes))
+	if len(b) > core.MaxBatchBytes {
+		return errors.New("batch of " + strconv.Itoa(len(b)) + " bytes exceeds " + strconv.Itoa(core.MaxBatchBytes))
 	}
 	// The walk reads msgpack prefixes directly (msgp's NextType, Read*Header
 	// and Skip cost 5× more, twice per wasm step: host and module both check).
