@@ -53,6 +53,26 @@ type BatchPublisher interface {
 	PublishBatch(ctx context.Context, ms []Message) (sent int, err error)
 }
 
+// Subscription is one topic of a SubscribeBatch call: deliver gets its
+// messages until ctx ends, as with Transport.Subscribe.
+type Subscription struct {
+	Ctx     context.Context
+	Topic   string
+	Deliver func(Message)
+}
+
+// BatchSubscriber is implemented by transports that make many
+// subscriptions known to the broker for about the cost of one (NATS: one
+// flush, one round trip, for all of them, where Subscribe costs one each).
+// SubscribeBatch subscribes to every topic of subs, each as Subscribe
+// would; when it returns, those that succeeded are as live as Subscribe
+// makes them. It returns one error per subscription, in order (nil:
+// subscribed). An agent joining many groups at once uses it
+// (host.Agent.JoinAll).
+type BatchSubscriber interface {
+	SubscribeBatch(ctx context.Context, subs []Subscription) []error
+}
+
 // Stats are monotonically increasing counters of one Transport.
 type Stats struct {
 	Published     uint64 // Publish calls that succeeded

@@ -75,7 +75,11 @@ type Transport struct {
 	in chan *nats.Msg
 }
 
-var _ transport.Transport = (*Transport)(nil)
+var (
+	_ transport.Transport       = (*Transport)(nil)
+	_ transport.BatchSubscriber = (*Transport)(nil)
+	_ transport.BatchPublisher  = (*Transport)(nil)
+)
 
 // New connects to NATS. The initial connect is bounded: when no
 // server answers it fails with "cannot reach NATS at <url>: ..." (matching
@@ -369,6 +373,36 @@ func (t *Transport) stop(s *natsSub) {
 // transport's delivering goroutine, one message at a time, and never after
 // ctx ends or Close returns. A subscription costs no goroutine of its own.
 func (t *Transport) Subscribe(ctx context.Context, topic string, deliver func(transport.Message)) error {
+	if err := t.subscribe(ctx, topic, deliver); err != nil {
+		return err
+	}
+	t.flushInterest(ctx, topic)
+	return nil
+}
+
+// SubscribeBatch is Subscribe for every one of subs
+// (transport.BatchSubscriber), with one flush for all: joining ten
+// thousand groups costs one round trip to the server, not ten thousand.
+func (t *Transport) SubscribeBatch(ctx context.Context, subs []transport.Subscription) []error {
+	errs := make([]error, len(subs))
+	made := 0
+	for i, s := range subs {
+		if errs[i] = ctx.Err(); errs[i] != nil {
+			continue
+		}
+		if errs[i] = t.subscribe(s.Ctx, s.Topic, s.Deliver); errs[i] == nil {
+			made++
+		}
+	}
+	if made > 0 {
+		t.flushInterest(ctx, fmt.Sprintf("%d topics", made))
+	}
+	return errs
+}
+
+// subscribe registers the subscription with nats.go, which sends the
+// server its interest with the next write (flushInterest waits for it).
+func (t *Transport) subscribe(ctx context.Context, topic string, deliver func(transport.Message)) error {
 	if topic == "" {
 		return fmt.Errorf("transport: empty topic: %w", transport.ErrInvalidArgument)
 	}
@@ -404,16 +438,19 @@ func (t *Transport) Subscribe(ctx context.Context, topic string, deliver func(tr
 	if stopped { // Close stopped it meanwhile
 		after()
 	}
-	// Make the interest known to the server now if connected; if not, nats.go
-	// sends it on reconnect.
+	return nil
+}
+
+// flushInterest makes the interest registered so far known to the server
+// now if connected (a round trip); if not, nats.go sends it on reconnect.
+func (t *Transport) flushInterest(ctx context.Context, what string) {
 	if t.nc.IsConnected() {
 		fctx, cancel := context.WithTimeout(ctx, t.opts.PublishTimeout)
 		if err := t.nc.FlushWithContext(fctx); err != nil {
-			t.logger.Debug("NATS subscribe: flush failed; interest is sent on reconnect", "topic", topic, "err", err)
+			t.logger.Debug("NATS subscribe: flush failed; interest is sent on reconnect", "topic", what, "err", err)
 		}
 		cancel()
 	}
-	return nil
 }
 
 // Stats returns the transport's counters. Dropped counts the messages

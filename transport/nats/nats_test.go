@@ -238,3 +238,45 @@ func TestNATSSubscriptionsShareOneGoroutine(t *testing.T) {
 	}
 	cs[1].None(t)
 }
+
+// SubscribeBatch makes every subscription known to the server with one
+// round trip, and each is live when it returns: a message published on any
+// of the topics right after reaches it.
+func TestNATSSubscribeBatchOneRoundTrip(t *testing.T) {
+	url, _ := natstest.Start(t)
+	proxy := natstest.CountPings(t, url)
+	sub, pub := newNATS(t, proxy.URL), newNATS(t, url)
+	ctx := context.Background()
+	const n = 300
+	c := transporttest.NewCollector()
+	subs := make([]transport.Subscription, n)
+	for i := range subs {
+		subs[i] = transport.Subscription{Ctx: ctx, Topic: fmt.Sprintf("election:g%d", i), Deliver: c.Deliver}
+	}
+	subs = append(subs, transport.Subscription{Ctx: ctx, Topic: "", Deliver: c.Deliver})
+	before := proxy.Pings()
+	errs := sub.SubscribeBatch(ctx, subs)
+	if pings := proxy.Pings() - before; pings != 1 {
+		t.Fatalf("%d round trips to subscribe to %d topics, want 1", pings, n)
+	}
+	for i, err := range errs[:n] {
+		if err != nil {
+			t.Fatalf("topic %d: %v", i, err)
+		}
+	}
+	if !errors.Is(errs[n], transport.ErrInvalidArgument) {
+		t.Fatalf("empty topic: %v, want ErrInvalidArgument", errs[n])
+	}
+	for i := range n {
+		if err := pub.Publish(ctx, fmt.Sprintf("election:g%d", i), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]bool{}
+	for range n {
+		got[c.Next(t).Topic] = true
+	}
+	if len(got) != n {
+		t.Fatalf("%d topics delivered, want %d", len(got), n)
+	}
+}

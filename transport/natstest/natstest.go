@@ -4,7 +4,11 @@
 package natstest
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"strconv"
@@ -83,4 +87,94 @@ func Restart(t testing.TB, serverURL string) (stop func()) {
 	}
 	_, stop = StartOnPort(t, port)
 	return stop
+}
+
+// PingCounter is a TCP proxy in front of a NATS server that counts the
+// PINGs its clients send: each flush of a nats.go connection (Flush,
+// FlushWithContext) is one PING and one round trip to the server.
+type PingCounter struct {
+	URL   string // the proxy's client URL
+	mu    sync.Mutex
+	pings int
+}
+
+// Pings returns the PINGs counted so far, over every connection.
+func (p *PingCounter) Pings() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pings
+}
+
+// CountPings starts a PingCounter in front of serverURL, stopped by
+// t.Cleanup. It counts the lines its clients send that are exactly
+// "PING": a published payload holding such a line would count too.
+func CountPings(t testing.TB, serverURL string) *PingCounter {
+	t.Helper()
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		t.Fatalf("natstest: bad URL %q: %v", serverURL, err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	p := &PingCounter{URL: "nats://" + ln.Addr().String()}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", u.Host)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, s)
+			mu.Unlock()
+			wg.Add(2)
+			go func() { // server to client, as it is
+				defer wg.Done()
+				io.Copy(c, s)
+				c.Close()
+			}()
+			go func() { // client to server, line by line, counting PINGs
+				defer wg.Done()
+				defer s.Close()
+				r := bufio.NewReaderSize(c, 64<<10)
+				for {
+					line, err := r.ReadSlice('\n')
+					if bytes.Equal(line, []byte("PING\r\n")) {
+						p.mu.Lock()
+						p.pings++
+						p.mu.Unlock()
+					}
+					if len(line) > 0 {
+						if _, werr := s.Write(line); werr != nil {
+							return
+						}
+					}
+					if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return p
 }
