@@ -250,6 +250,148 @@ func (a *Agent) JoinDrained(ctx context.Context, cfg core.Config, cb Callbacks) 
 }
 
 func (a *Agent) join(ctx context.Context, cfg core.Config, cb Callbacks, drained bool) (*Election, error) {
+	j, err := a.prepareJoin(cfg, cb, drained)
+	if err != nil {
+		return nil, err
+	}
+	// Subscribe first: what arrives before the join is applied is stepped
+	// in the same batch as the join or later, never lost.
+	if err := a.cfg.Transport.Subscribe(j.subCtx, core.Topic(cfg.Group), a.deliver); err != nil {
+		j.drop()
+		return nil, fmt.Errorf("host: join %q: subscribe: %w", cfg.Group, err)
+	}
+	for _, topic := range j.peerTopics {
+		a.peersSubscribed(topic, a.cfg.Transport.Subscribe(a.ctx, topic, a.deliverEnvelope))
+	}
+	if err := a.submit(ctx, j.req); err != nil {
+		j.drop()
+		return nil, err
+	}
+	a.logger.Info("joined election", "group", cfg.Group, "id", cfg.ID, "term", j.req.join.State.Term, "mode", cfg.Mode)
+	return j.req.el, nil
+}
+
+// JoinSpec is one group of JoinAll: Join's arguments, and Drained to join
+// it as JoinDrained does.
+type JoinSpec struct {
+	Config    core.Config
+	Callbacks Callbacks
+	Drained   bool
+}
+
+// JoinAll joins every group of specs as Join (JoinDrained where Drained)
+// would, returning their elections and one error per spec, in order (a
+// failed join leaves no election). When it returns, every group joined is
+// as ready as Join leaves it: subscribed, live on the broker and applied by
+// the core. It is how to join many groups at once: a transport that
+// batches subscriptions (transport.BatchSubscriber: NATS) makes them all
+// known to the broker with one round trip instead of one per group, and
+// the core takes the joins a few hundred per step.
+func (a *Agent) JoinAll(ctx context.Context, specs []JoinSpec) ([]*Election, []error) {
+	els := make([]*Election, len(specs))
+	errs := make([]error, len(specs))
+	joins := make([]*pendingJoin, len(specs))
+	var subs []transport.Subscription
+	var subOf []int // subs[k] is the group topic of specs[subOf[k]]
+	var peerTopics []string
+	for i, sp := range specs {
+		if sp.Drained && sp.Config.Mode == core.ModeBully {
+			errs[i] = fmt.Errorf("host: join %q drained: bully mode has no hand-off to drain by", sp.Config.Group)
+			continue
+		}
+		j, err := a.prepareJoin(sp.Config, sp.Callbacks, sp.Drained)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		joins[i] = j
+		subs = append(subs, transport.Subscription{Ctx: j.subCtx, Topic: core.Topic(sp.Config.Group), Deliver: a.deliver})
+		subOf = append(subOf, i)
+		peerTopics = append(peerTopics, j.peerTopics...)
+	}
+	for _, topic := range peerTopics {
+		subs = append(subs, transport.Subscription{Ctx: a.ctx, Topic: topic, Deliver: a.deliverEnvelope})
+	}
+	subErrs := a.subscribeAll(ctx, subs)
+	for k, i := range subOf {
+		if err := subErrs[k]; err != nil {
+			joins[i].drop()
+			joins[i] = nil
+			errs[i] = fmt.Errorf("host: join %q: subscribe: %w", specs[i].Config.Group, err)
+		}
+	}
+	for k, topic := range peerTopics {
+		a.peersSubscribed(topic, subErrs[len(subOf)+k])
+	}
+	var reqs []*request
+	for _, j := range joins {
+		if j != nil {
+			reqs = append(reqs, j.req)
+		}
+	}
+	reqErrs := a.submitAll(ctx, reqs)
+	k := 0
+	for i, j := range joins {
+		if j == nil {
+			continue
+		}
+		if err := reqErrs[k]; err != nil {
+			j.drop()
+			errs[i] = err
+		} else {
+			els[i] = j.req.el
+		}
+		k++
+	}
+	a.logger.Info("joined elections", "groups", len(reqs), "failed", len(specs)-len(reqs)+countErrs(reqErrs))
+	return els, errs
+}
+
+func countErrs(errs []error) (n int) {
+	for _, err := range errs {
+		if err != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// subscribeAll subscribes to every one of subs, in one batch if the
+// transport batches (transport.BatchSubscriber).
+func (a *Agent) subscribeAll(ctx context.Context, subs []transport.Subscription) []error {
+	if len(subs) == 0 {
+		return nil
+	}
+	if bs, ok := a.cfg.Transport.(transport.BatchSubscriber); ok {
+		if errs := bs.SubscribeBatch(ctx, subs); len(errs) == len(subs) {
+			return errs
+		}
+		errs := make([]error, len(subs))
+		for i := range errs {
+			errs[i] = errors.New("transport: SubscribeBatch returned the wrong number of errors")
+		}
+		return errs
+	}
+	errs := make([]error, len(subs))
+	for i, s := range subs {
+		errs[i] = a.cfg.Transport.Subscribe(s.Ctx, s.Topic, s.Deliver)
+	}
+	return errs
+}
+
+// pendingJoin is a group registered with the agent whose subscription and
+// join request are under way.
+type pendingJoin struct {
+	req        *request
+	subCtx     context.Context
+	peerTopics []string // peer topics this join is to subscribe
+	drop       func()   // undoes the registration
+}
+
+// prepareJoin checks cfg, loads its state and registers the group with the
+// agent (its members known to the inbox, its subscription's context made),
+// before anything is subscribed.
+func (a *Agent) prepareJoin(cfg core.Config, cb Callbacks, drained bool) (*pendingJoin, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("host: join %q: %w", cfg.Group, err)
 	}
@@ -284,34 +426,24 @@ func (a *Agent) join(ctx context.Context, cfg core.Config, cb Callbacks, drained
 	a.mu.Unlock()
 	subCtx, cancel := context.WithCancel(a.ctx)
 	el.subCancel = cancel
-	drop := func() {
-		cancel()
-		el.disp.close()
-		a.mu.Lock()
-		delete(a.elections, cfg.Group)
-		a.inbox.forget(core.Topic(cfg.Group))
-		a.coal.leave(cfg.Group)
-		a.mu.Unlock()
-	}
-	// Subscribe first: what arrives before the join is applied is stepped
-	// in the same batch as the join or later, never lost.
-	if err := a.cfg.Transport.Subscribe(subCtx, core.Topic(cfg.Group), a.deliver); err != nil {
-		drop()
-		return nil, fmt.Errorf("host: join %q: subscribe: %w", cfg.Group, err)
-	}
-	for _, topic := range peerTopics {
-		a.subscribePeers(topic)
-	}
 	// A random incarnation per join: the core tells this process from any
 	// other speaking with the same ID by it.
 	spec := core.GroupSpec{Config: el.cfg, State: st, Incarnation: randomIncarnation()}
 	el.drained.Store(drained)
-	if err := a.submit(ctx, &request{join: &spec, el: el, drain: drained}); err != nil {
-		drop()
-		return nil, err
-	}
-	a.logger.Info("joined election", "group", cfg.Group, "id", cfg.ID, "term", st.Term, "mode", cfg.Mode)
-	return el, nil
+	return &pendingJoin{
+		req:        &request{join: &spec, el: el, drain: drained},
+		subCtx:     subCtx,
+		peerTopics: peerTopics,
+		drop: func() {
+			cancel()
+			el.disp.close()
+			a.mu.Lock()
+			delete(a.elections, cfg.Group)
+			a.inbox.forget(core.Topic(cfg.Group))
+			a.coal.leave(cfg.Group)
+			a.mu.Unlock()
+		},
+	}, nil
 }
 
 // textOnly reports whether tr carries only text (transport.TextOnly), so
@@ -351,12 +483,12 @@ func (a *Agent) peerTopicsToSubscribe(joined string) []string {
 	return topics
 }
 
-// subscribePeers subscribes to a peer topic for the agent's life. Once it
-// is live, every id of a group of that topic may speak there (envelopes are
-// sent only to peers heard there, so a failure only leaves the groups'
-// messages on their own topics).
-func (a *Agent) subscribePeers(topic string) {
-	if err := a.cfg.Transport.Subscribe(a.ctx, topic, a.deliverEnvelope); err != nil {
+// peersSubscribed records the outcome of subscribing, for the agent's
+// life, to a peer topic. Once it is live, every id of a group of that topic
+// may speak there (envelopes are sent only to peers heard there, so a
+// failure only leaves the groups' messages on their own topics).
+func (a *Agent) peersSubscribed(topic string, err error) {
+	if err != nil {
 		a.logger.Warn("peer topic: subscribe failed; its groups' messages stay on their own topics", "topic", topic, "err", err)
 		a.mu.Lock()
 		delete(a.peerSubs, topic)
@@ -454,30 +586,47 @@ func (a *Agent) wake() {
 
 // submit queues r for the next batch and waits for its outcome.
 func (a *Agent) submit(ctx context.Context, r *request) error {
-	r.done = make(chan error, 1)
-	r.id = a.nextReq.Add(1)
-	switch {
-	case r.join != nil:
-		r.join.Request = r.id
-	case r.cmd != nil:
-		r.cmd.Request = r.id
+	return a.submitAll(ctx, []*request{r})[0]
+}
+
+// submitAll queues rs, in order, for the next batches and waits for their
+// outcomes.
+func (a *Agent) submitAll(ctx context.Context, rs []*request) []error {
+	errs := make([]error, len(rs))
+	if len(rs) == 0 {
+		return errs
+	}
+	for _, r := range rs {
+		r.done = make(chan error, 1)
+		r.id = a.nextReq.Add(1)
+		switch {
+		case r.join != nil:
+			r.join.Request = r.id
+		case r.cmd != nil:
+			r.cmd.Request = r.id
+		}
 	}
 	a.mu.Lock()
-	if a.closing && !r.resign {
+	if a.closing && !rs[0].resign {
 		a.mu.Unlock()
-		return ErrClosed
+		for i := range errs {
+			errs[i] = ErrClosed
+		}
+		return errs
 	}
-	a.reqs = append(a.reqs, r)
+	a.reqs = append(a.reqs, rs...)
 	a.mu.Unlock()
 	a.wake()
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-a.done:
-		return ErrClosed
+	for i, r := range rs {
+		select {
+		case errs[i] = <-r.done:
+		case <-ctx.Done():
+			errs[i] = ctx.Err()
+		case <-a.done:
+			errs[i] = ErrClosed
+		}
 	}
+	return errs
 }
 
 func (a *Agent) loop() {
@@ -557,8 +706,7 @@ func (a *Agent) step() (more bool) {
 	a.mu.Lock()
 	var in core.Input
 	in.Inbound = a.inbox.take(core.MaxBatchBytes / 2)
-	reqs := a.reqs
-	a.reqs = nil
+	reqs := a.takeRequests()
 	for _, r := range reqs {
 		switch {
 		case r.join != nil:
@@ -580,6 +728,7 @@ func (a *Agent) step() (more bool) {
 	// A campaign due now waits for what is still in the inbox (a heartbeat
 	// there would make it needless): the core holds it, bounded.
 	in.Backlog = more
+	more = more || len(a.reqs) > 0
 	a.mu.Unlock()
 	a.logDrops()
 
@@ -607,6 +756,30 @@ func (a *Agent) step() (more bool) {
 	a.apply(&a.out, &in, reqs)
 	a.wakeAt = a.out.WakeAt
 	return more
+}
+
+// stepJoins bounds the joins of one step: a wasm step taking thousands of
+// joins at once (JoinAll) would run into the module's call deadline.
+const stepJoins = 256
+
+// takeRequests removes the requests of the next step from a.reqs, in
+// order: all of them, unless more than stepJoins joins wait. Called with
+// a.mu held.
+func (a *Agent) takeRequests() []*request {
+	n, joins := 0, 0
+	for ; n < len(a.reqs); n++ {
+		if a.reqs[n].join != nil {
+			if joins == stepJoins {
+				break
+			}
+			joins++
+		}
+	}
+	reqs := a.reqs[:n:n]
+	if a.reqs = a.reqs[n:]; len(a.reqs) == 0 {
+		a.reqs = nil
+	}
+	return reqs
 }
 
 // countLost counts msgs, received but lost with a trapped step, as dropped

@@ -190,16 +190,14 @@ func (o *runOptions) runMany(ctx context.Context, cmd *cobra.Command) (err error
 	addBrokerMetrics(mets, tr)
 
 	dup.start(time.Now())
-	// Joins run concurrently: the agent steps those waiting in one batch.
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
-	errs := make(chan error, len(members))
-	for _, m := range members {
+	// One JoinAll: one round trip to the broker for every subscription.
+	specs := make([]host.JoinSpec, len(members))
+	for i, m := range members {
 		m.st = &agentState{dup: dup, stats: agent.Stats}
 		cfg := o.cfg
 		cfg.Group = m.group
 		glog := logger.With("group", m.group)
-		cbs := host.Callbacks{
+		specs[i] = host.JoinSpec{Config: cfg, Drained: m.gate.operator, Callbacks: host.Callbacks{
 			OnStartedLeading: func(lctx context.Context, term uint64) { m.lead.start(lctx, term) },
 			OnNewLeader: func(leader string, term uint64) {
 				noteLeader(m.st, m.el.Load(), clock, mets, glog, leader, term)
@@ -210,30 +208,24 @@ func (o *runOptions) runMany(ctx context.Context, cmd *cobra.Command) (err error
 					dup.self(reason, selfDup, glog)
 				}
 			},
-		}
+		}}
 		m.lead.leaseEnd = leaseEnd(m.el.Load, clock)
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			join := agent.Join
-			if m.gate.operator {
-				join = agent.JoinDrained
-			}
-			el, err := join(ctx, cfg, cbs)
-			if err != nil {
-				errs <- fmt.Errorf("join %s: %w", m.group, err)
-				return
-			}
-			m.el.Store(el)
-			m.st.mu.Lock()
-			m.st.joined, m.st.authFailure = true, el.AuthFailure
-			m.st.mu.Unlock()
-		}()
 	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	els, errs := agent.JoinAll(ctx, specs)
+	var joinErr error
+	for i, m := range members {
+		if errs[i] != nil {
+			if joinErr == nil {
+				joinErr = fmt.Errorf("join %s: %w", m.group, errs[i])
+			}
+			continue
+		}
+		m.el.Store(els[i])
+		m.st.mu.Lock()
+		m.st.joined, m.st.authFailure = true, els[i].AuthFailure
+		m.st.mu.Unlock()
+	}
+	if err := joinErr; err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -87,45 +87,31 @@ func runAgent(args []string) error {
 	now := func() int64 { return time.Now().UnixMilli() }
 
 	ids := strings.Split(*members, ",")
-	els := make([]*host.Election, *groups)
 	// view[i] is the leader of group i as last written to stdout ("" once a
 	// probe found it lost). OnNewLeader never reports a loss, so the probe
 	// polls Election.Status for that.
 	var viewMu sync.Mutex
 	view := make([]string, *groups)
-	// Joins run concurrently: the agent steps the joins waiting together in
-	// one batch.
-	sem := make(chan struct{}, 64)
-	var wg sync.WaitGroup
-	errs := make(chan error, 1)
-	for i := range *groups {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			el, err := ag.Join(ctx, core.Config{ID: *id, Group: groupName(i), Members: ids, BalancedPriority: *balanced}, host.Callbacks{
+	// One JoinAll: one round trip to the broker for every subscription.
+	specs := make([]host.JoinSpec, *groups)
+	for i := range specs {
+		specs[i] = host.JoinSpec{
+			Config: core.Config{ID: *id, Group: groupName(i), Members: ids, BalancedPriority: *balanced},
+			Callbacks: host.Callbacks{
 				OnNewLeader: func(leader string, term uint64) {
 					viewMu.Lock()
 					view[i] = leader
 					line(fmt.Sprintf("L %d %d %s %d", now(), i, leader, term))
 					viewMu.Unlock()
 				},
-			})
-			if err != nil {
-				select {
-				case errs <- err:
-				default:
-				}
-				return
-			}
-			els[i] = el
-		}()
+			},
+		}
 	}
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
+	els, errs := ag.JoinAll(ctx, specs)
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
 	line(fmt.Sprintf("ready %d", now()))
 
