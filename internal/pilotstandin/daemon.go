@@ -96,6 +96,26 @@ type listenKey struct {
 // Spell is a span of time; To is zero while it lasts.
 type Spell struct{ From, To time.Time }
 
+// Request is one pilotctl run as the daemon received it, in arrival order.
+type Request struct {
+	At    time.Time
+	Op    string // "publish", "subscribe", "info", ...
+	Node  string // the node it ran on ("" unnamed)
+	Host  string // the target broker, if any
+	Topic string
+	Data  string // a publish's payload
+	// Refused: its node's daemon was killed, so it failed not_running.
+	Refused bool
+}
+
+// Rekey is a restarted node (RestartNodeStale) re-keying its pair with a
+// peer by sending to it first: from At on, the peer's traffic to Node
+// gets through again.
+type Rekey struct {
+	Node, Peer string
+	At         time.Time
+}
+
 type subscriber struct {
 	topic string
 	node  *host // the node it runs on; nil: unnamed (PILOT_STANDIN_NODE unset)
@@ -129,6 +149,8 @@ type Daemon struct {
 	// deaf: the spells when a node that had one had none.
 	listening map[listenKey]int
 	deaf      map[listenKey][]Spell
+	requests  []Request
+	rekeys    []Rekey
 	quit      chan struct{}
 	wg        sync.WaitGroup
 }
@@ -416,8 +438,23 @@ func (d *Daemon) cutOffLocked(from, to *host) bool {
 			return true
 		}
 		delete(from.staleFrom, to)
+		d.rekeys = append(d.rekeys, Rekey{Node: from.name, Peer: to.name, At: time.Now()})
 	}
 	return false
+}
+
+// Requests returns every request received so far, in arrival order.
+func (d *Daemon) Requests() []Request {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]Request(nil), d.requests...)
+}
+
+// Rekeys returns the pairs re-keyed by a restarted node so far, in order.
+func (d *Daemon) Rekeys() []Rekey {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]Rekey(nil), d.rekeys...)
 }
 
 // SelfPublishes counts publishes from a node to its own broker while it
@@ -617,10 +654,16 @@ func (d *Daemon) serve(c net.Conn) {
 		writeJSON(c, fail(CodeInvalidArgument, "bad request: "+err.Error(), ""))
 		return
 	}
+	d.mu.Lock()
+	rec := Request{At: time.Now(), Op: req.Op, Node: req.Node, Host: req.Host, Topic: req.Topic}
+	if req.Op == "publish" {
+		rec.Data = req.Data
+	}
 	if req.Node != "" {
-		d.mu.Lock()
 		n := d.findLocked(req.Node)
 		if n != nil && n.dead {
+			rec.Refused = true
+			d.requests = append(d.requests, rec)
 			d.mu.Unlock()
 			writeJSON(c, fail(CodeNotRunning, "daemon for node "+strconv.Quote(req.Node)+" is not running", "start the daemon: pilotctl daemon start"))
 			return
@@ -628,8 +671,9 @@ func (d *Daemon) serve(c net.Conn) {
 		if _, ok := d.conns[c]; ok {
 			d.conns[c] = n
 		}
-		d.mu.Unlock()
 	}
+	d.requests = append(d.requests, rec)
+	d.mu.Unlock()
 	// gone closes when the client hangs up (it never sends more after the request).
 	gone := make(chan struct{})
 	go func() {
