@@ -42,11 +42,18 @@ type Options struct {
 	PublishWorkers, PublishQueue int
 	// PublishBackoffMin/Max bound the jittered exponential back-off during
 	// which a broker whose publish failed gets no messages (each is dropped
-	// and counted) but one probe per back-off. Defaults 250 ms and 5 s.
+	// and counted) but one probe per back-off, counted from the start of
+	// the failed publish. So a broker that answers again is tried again
+	// within max(PublishTimeout, PublishBackoffMax) of it, given a message
+	// to send: under an election timeout at electhost's defaults, so that
+	// the group is not partitioned longer than the network is. Defaults
+	// 250 ms and 1 s.
 	PublishBackoffMin, PublishBackoffMax time.Duration
 	// BackoffMin/BackoffMax bound the jittered exponential back-off between
 	// restarts of a subscribe process that failed without delivering.
-	// Defaults 200 ms and 2 s.
+	// Defaults 200 ms and 2 s. One that failed because our own daemon is not
+	// running waits instead until the daemon answers, asked every
+	// BackoffMin (once for the whole transport).
 	BackoffMin, BackoffMax time.Duration
 	// StableAfter: a subscribe process that ran at least this long, or that
 	// delivered an event, restarts at once and resets the back-off (resets

@@ -51,6 +51,11 @@ type Transport struct {
 	closed  bool
 	subs    map[*pilotSub]struct{} // for Loopback
 	wg      sync.WaitGroup
+
+	// localBack is closed when our own daemon, found not running by a
+	// subscription, answers again; nil while it is not known to be down.
+	localMu   sync.Mutex
+	localBack chan struct{}
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -94,7 +99,7 @@ func New(opts Options) (*Transport, error) {
 	defDur(&opts.PublishTimeout, time.Second)
 	defDur(&opts.PublishBackoffMin, 250*time.Millisecond)
 	if opts.PublishBackoffMax < opts.PublishBackoffMin {
-		opts.PublishBackoffMax = max(5*time.Second, opts.PublishBackoffMin)
+		opts.PublishBackoffMax = max(time.Second, opts.PublishBackoffMin)
 	}
 	if opts.PublishWorkers <= 0 {
 		opts.PublishWorkers = 2

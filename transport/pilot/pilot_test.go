@@ -669,3 +669,102 @@ func TestPilotOwnDaemonDownKeepsTrying(t *testing.T) {
 		t.Errorf("%d lines say our daemon is not running, want one per outage (2)", n)
 	}
 }
+
+// A broker that answers again after a spell of failures long enough to
+// grow the back-off to its ceiling gets the next message within an
+// election timeout at electhost's defaults (2 s), not a back-off later:
+// otherwise the group stays partitioned after the network has healed (a
+// survivor backing off a restarted node's broker for up to 5 s cost a
+// fresh leader its lease). The broker is made reachable right after a
+// failed publish, when the back-off is longest; the stand-in's request log
+// says when the next publish reached it.
+func TestPilotReachableBrokerRetriedSoon(t *testing.T) {
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a", "k"}, KillHang: 20 * time.Second})
+	logs := &limitedBuffer{max: 1 << 20}
+	const timeout, bound = 200 * time.Millisecond, 2 * time.Second
+	tr := newPilot(t, d, Options{Hosts: []string{"k"}, PublishTimeout: timeout, PublishBackoffMin: 250 * time.Millisecond,
+		Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	failures := func() int { return strings.Count(string(logs.Bytes()), "backing off this broker") }
+	d.KillBroker("k")
+	done := make(chan struct{})
+	defer close(done)
+	go func() { // always a message to send: a probe goes with the first one allowed
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			tr.Publish(context.Background(), "t", fmt.Appendf(nil, "m%d", i))
+		}
+	}()
+	// Six failures: a back-off doubling from 250 ms has reached 5 s, so a
+	// back-off at the old ceiling would hold the next message back at
+	// least 2.5 s.
+	for failures() < 6 {
+		time.Sleep(time.Millisecond)
+	}
+	back := time.Now()
+	d.StartBroker("k")
+	var first time.Time
+	transporttest.WaitFor(t, "a publish to k after it answers again", func() bool {
+		for _, r := range d.Requests() {
+			if r.Op == "publish" && r.Host == "k" && r.At.After(back) {
+				first = r.At
+				return true
+			}
+		}
+		return false
+	})
+	if took := first.Sub(back); took > bound {
+		t.Fatalf("the first publish to k came %v after it answered again, want within %v", took.Round(time.Millisecond), bound)
+	}
+}
+
+// Our own daemon down for long enough that a back-off would have grown to
+// its ceiling: the subscription is back within BackoffMin (and a process
+// start) of the daemon's restart, not a back-off later, since a restarted
+// agent hears nothing until it is. The daemon is restarted right after a
+// refused request, when a back-off is longest; the stand-in's request log
+// says when the next subscribe reached it.
+func TestPilotResubscribeSoonAfterOwnDaemonRestart(t *testing.T) {
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"me", "peer"}})
+	const bound = 2 * time.Second
+	tr := newPilot(t, d, Options{Hosts: []string{"peer"}, SubscribeHosts: []string{"me"}, Env: []string{pilotstandin.EnvNode + "=me"},
+		BackoffMin: 200 * time.Millisecond, BackoffMax: 10 * time.Second})
+	if err := tr.Subscribe(context.Background(), "t", func(transport.Message) {}); err != nil {
+		t.Fatal(err)
+	}
+	waitLive(t, d, "me", "t", 1)
+	d.KillNode("me")
+	refused := func() int {
+		n := 0
+		for _, r := range d.Requests() {
+			if r.Node == "me" && r.Refused {
+				n++
+			}
+		}
+		return n
+	}
+	// Six refused: a back-off doubling from 200 ms would hold the next
+	// attempt back at least 3.2 s.
+	for refused() < 6 {
+		time.Sleep(time.Millisecond)
+	}
+	back := time.Now()
+	d.RestartNode("me")
+	var first time.Time
+	transporttest.WaitFor(t, "a subscribe from me after its daemon's restart", func() bool {
+		for _, r := range d.Requests() {
+			if r.Op == "subscribe" && r.Node == "me" && r.At.After(back) {
+				first = r.At
+				return true
+			}
+		}
+		return false
+	})
+	if took := first.Sub(back); took > bound {
+		t.Fatalf("resubscribed %v after our daemon's restart, want within %v", took.Round(time.Millisecond), bound)
+	}
+	waitLive(t, d, "me", "t", 1)
+}

@@ -132,7 +132,7 @@ func (p *brokerPub) work() {
 		for j := p.pop(); j != nil; j = p.pop() {
 			if time.Since(j.queued) > p.t.opts.PublishTimeout {
 				p.dropQueued(j, "waited longer than the publish deadline")
-				p.settle(nil, true)
+				p.settle(nil, time.Time{})
 				continue
 			}
 			start := time.Now()
@@ -147,20 +147,20 @@ func (p *brokerPub) work() {
 			} else {
 				p.stat.publishErrors.Add(1)
 			}
-			p.settle(err, false)
+			p.settle(err, start)
 			p.finish(j, err)
 		}
 	}
 }
 
-// settle records a publish outcome for the back-off; skipped: the message
-// never reached pilotctl (a probe that was dropped ends the probe). After a
-// failure the queued messages are dropped: they would wait for a broker
-// that just failed.
-func (p *brokerPub) settle(err error, skipped bool) {
+// settle records the outcome of a publish started at start for the
+// back-off; a zero start: the message never reached pilotctl (a probe that
+// was dropped ends the probe). After a failure the queued messages are
+// dropped: they would wait for a broker that just failed.
+func (p *brokerPub) settle(err error, start time.Time) {
 	p.mu.Lock()
 	p.probing = false
-	if skipped {
+	if start.IsZero() {
 		p.mu.Unlock()
 		return
 	}
@@ -206,8 +206,13 @@ func (p *brokerPub) settle(err error, skipped bool) {
 		since := p.failingSince
 		p.t.wg.Go(func() { p.checkCutOff(since) })
 	}
+	// Counted from the failed publish's start, not its end: a publish to
+	// an unreachable node hangs until its deadline, and a back-off added
+	// after that would keep a broker that became reachable meanwhile
+	// waiting for both. So a broker is tried again at most
+	// max(PublishTimeout, PublishBackoffMax) after it answers again.
 	wait := p.backoff.Next()
-	p.retryAt = time.Now().Add(wait)
+	p.retryAt = start.Add(wait)
 	queued := p.q
 	p.q = nil
 	failures := p.failures

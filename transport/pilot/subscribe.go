@@ -87,6 +87,7 @@ func (s *pilotSub) loop(ctx context.Context, idx int, h *subHost, p *pilotProc) 
 	for {
 		started := time.Now()
 		wait := time.Duration(0)
+		var back <-chan struct{} // our own daemon is down: wait for it instead
 		if p != nil {
 			readLines(bufio.NewReaderSize(p.stdout, 64<<10), t.opts.MaxLineBytes, func(line []byte, tooLong bool) bool {
 				topic, payload, err := s.parse(line, tooLong)
@@ -129,16 +130,30 @@ func (s *pilotSub) loop(ctx context.Context, idx int, h *subHost, p *pilotProc) 
 			t.c.Resubscribes.Add(1)
 			h.stat.restarts.Add(1)
 			lived := time.Since(started)
-			if lived >= t.opts.StableAfter || h.lastEvent.Load() > started.UnixNano() {
+			switch {
+			case errors.Is(gapErr, transport.ErrNotRunning):
+				back = t.localDaemonBack()
+			case lived >= t.opts.StableAfter || h.lastEvent.Load() > started.UnixNano():
 				bo.Reset() // it worked (a reset, an idle drop): back at once
-			} else {
+			default:
 				wait = bo.Next()
 			}
-			log.Warn("pilot subscription ended; resubscribing (messages in the gap are lost)", "err", gapErr, "lived", lived.Round(time.Millisecond), "wait", wait.Round(time.Millisecond))
+			if back != nil {
+				log.Warn("pilot subscription ended; resubscribing when our daemon runs again", "err", gapErr, "lived", lived.Round(time.Millisecond))
+			} else {
+				log.Warn("pilot subscription ended; resubscribing (messages in the gap are lost)", "err", gapErr, "lived", lived.Round(time.Millisecond), "wait", wait.Round(time.Millisecond))
+			}
 		} else {
 			wait = bo.Next()
 		}
-		if wait > 0 {
+		if back != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-back:
+			}
+			bo.Reset()
+		} else if wait > 0 {
 			timer := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
@@ -155,6 +170,53 @@ func (s *pilotSub) loop(ctx context.Context, idx int, h *subHost, p *pilotProc) 
 			}
 			log.Error("pilot subscribe: cannot start pilotctl", "err", err)
 			p = nil
+		}
+	}
+}
+
+// localDaemonBack returns a channel closed when our own daemon, which a
+// subscription found not running, answers again. A back-off grown while it
+// is down would delay the resubscription past its restart by up to
+// BackoffMax, and a restarted agent would hear nothing meanwhile; asking
+// every BackoffMin instead, once for the whole transport (a pilotctl info
+// that fails at once while the daemon is down), resubscribes within about
+// that of the restart.
+func (t *Transport) localDaemonBack() <-chan struct{} {
+	t.localMu.Lock()
+	defer t.localMu.Unlock()
+	if t.localBack == nil {
+		back := make(chan struct{})
+		t.localBack = back
+		t.logger.Warn("pilot daemon not running; subscriptions wait for it", "check_every", t.opts.BackoffMin)
+		t.wg.Go(func() { t.pollLocalDaemon(back) }) // our caller holds t.wg
+	}
+	return t.localBack
+}
+
+// pollLocalDaemon asks our daemon every BackoffMin whether it runs, and
+// closes back when it answers (anything but not_running) or ends with the
+// transport.
+func (t *Transport) pollLocalDaemon(back chan struct{}) {
+	tick := time.NewTicker(t.opts.BackoffMin)
+	defer tick.Stop()
+	since := time.Now()
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		_, err := pilotInfo(t.ctx, t.bin, t.opts.Binary, t.opts.Env, t.opts.PublishTimeout)
+		if t.ctx.Err() != nil {
+			return
+		}
+		if !errors.Is(err, transport.ErrNotRunning) {
+			t.localMu.Lock()
+			t.localBack = nil
+			t.localMu.Unlock()
+			t.logger.Info("pilot daemon answers again; resubscribing", "down_for", time.Since(since).Round(time.Millisecond))
+			close(back)
+			return
 		}
 	}
 }
