@@ -620,6 +620,10 @@ func TestE2EPilotFloodDelays(t *testing.T) {
 //     re-keys; a back-off grown during the outage would hold it back;
 //   - the survivor says once per broker that it answers nothing while its
 //     node is registered;
+//   - once a pair is re-keyed, no back-off grown while it was cut off keeps
+//     the peer's messages from the restarted node for longer than the
+//     transport's retry bound (retryWithin below): every message the peer
+//     sends later goes to the restarted node's broker too;
 //   - a leader within the design bound after the partition ends (logged;
 //     the wait gives up 10 s past it).
 func TestE2EPilotMajorityRestartedStale(t *testing.T) {
@@ -657,6 +661,20 @@ func TestE2EPilotMajorityRestartedStale(t *testing.T) {
 	for _, n := range restartedNodes {
 		waitFor(t, 30*time.Second, survivor+" diagnoses broker "+n, func() (bool, string) { return diagnosed(n) > 0, "not yet" })
 	}
+	// And until it has failed six times on each: a back-off doubling from
+	// 250 ms reaches any ceiling up to 8 s by then, so a ceiling above the
+	// retry bound would hold its messages back after the partition ends.
+	for _, n := range restartedNodes {
+		waitFor(t, 30*time.Second, survivor+" fails six publishes to "+n, func() (bool, string) {
+			k := 0
+			for _, rec := range c.proc(survivor).logLines("backing off this broker") {
+				if rec["host"] == n {
+					k++
+				}
+			}
+			return k >= 6, fmt.Sprintf("%d", k)
+		})
+	}
 	restarted := time.Now()
 	for _, n := range restartedNodes {
 		d.RestartNodeStale(n, true)
@@ -670,13 +688,23 @@ func TestE2EPilotMajorityRestartedStale(t *testing.T) {
 		}
 		return false, fmt.Sprintf("%s: %d stale, %s: %d stale", leader, a, other, b)
 	})
-	// The survivor's publishes to the restarted nodes back off (up to 5 s)
-	// while they fail: that and an election is the bound.
-	bound := 5*time.Second + 2*c.et + 5*c.latency + time.Second
+	// A broker that answers again is tried within max(publish deadline,
+	// back-off ceiling) = 1 s (transport/pilot); the other second is for
+	// a loaded runner's process starts.
+	const retryWithin = 2 * time.Second
+	// The peers' retry and an election is the bound.
+	bound := retryWithin + 2*c.et + 5*c.latency + time.Second
 	next, nextTerm, _ := c.waitAgreement("", term+1, bound+10*time.Second)
 	t.Logf("%s and %s down %v; partition ended %v after their restart; %s leads term %d %v after that (design bound %v)",
 		leader, other, restarted.Sub(killed).Round(time.Millisecond), healed.Sub(restarted).Round(time.Millisecond),
 		next, nextTerm, time.Since(healed).Round(time.Millisecond), bound)
+	for _, n := range restartedNodes {
+		for _, sp := range d.DeafSpells(n, "election:"+c.group) {
+			if sp.From.Before(restarted) && sp.To.After(restarted) {
+				t.Logf("%s subscribed again %v after its restart", n, sp.To.Sub(restarted).Round(time.Millisecond))
+			}
+		}
+	}
 	// Its command, or a later leader's: one that just re-keyed may still
 	// lose a lease to a late ack on a loaded runner.
 	c.waitCommandFrom("", nextTerm, 20*time.Second)
@@ -691,6 +719,61 @@ func TestE2EPilotMajorityRestartedStale(t *testing.T) {
 			t.Errorf("%s diagnosed broker %s %d times in one spell, want once", survivor, n, got)
 		}
 	}
+	checkRetriedAfterRekey(t, d, retryWithin)
 	c.stopAll()
 	c.checkCommandLog()
+}
+
+// checkRetriedAfterRekey checks, from the stand-in's request log, that
+// after each pair re-keyed by a restarted node, the first message the peer
+// published (to any broker) from within after the re-key on also went to
+// the restarted node: a peer still backing off that broker would have
+// dropped it there. It waits for the peers to publish that message (an
+// elected group sends every heartbeat).
+func checkRetriedAfterRekey(t *testing.T, d *pilotstandin.Daemon, within time.Duration) {
+	t.Helper()
+	rekeys := d.Rekeys()
+	if len(rekeys) == 0 {
+		t.Error("no pair was re-keyed")
+	}
+	for _, rk := range rekeys {
+		from := rk.At.Add(within)
+		var first *pilotstandin.Request
+		got := map[string]bool{} // payloads the peer published to the restarted node
+		waitFor(t, 30*time.Second, rk.Peer+" publishes "+within.String()+" after "+rk.Node+" re-keyed their pair", func() (bool, string) {
+			reqs := d.Requests()
+			first = nil
+			for i, r := range reqs {
+				if r.Op != "publish" || r.Node != rk.Peer || r.Refused {
+					continue
+				}
+				if first == nil && r.At.After(from) {
+					first = &reqs[i]
+				}
+			}
+			if first == nil {
+				return false, "nothing yet"
+			}
+			// Every copy of that message is requested within the publish
+			// deadline (1 s) or dropped: wait until that has passed.
+			for _, r := range reqs {
+				if r.Op == "publish" && r.Node == rk.Peer && r.At.After(first.At.Add(within)) {
+					for _, r := range reqs {
+						if r.Op == "publish" && r.Node == rk.Peer && r.Host == rk.Node {
+							got[r.Data] = true
+						}
+					}
+					return true, ""
+				}
+			}
+			return false, "waiting for its copies"
+		})
+		switch {
+		case !got[first.Data]:
+			t.Errorf("%s re-keyed its pair with %s at %s; %s's first message %v later (to %s at %s) never went to %s: still backing off it",
+				rk.Node, rk.Peer, rk.At.Format("15:04:05.000"), rk.Peer, within, first.Host, first.At.Format("15:04:05.000"), rk.Node)
+		default:
+			t.Logf("%s re-keyed its pair with %s; %s's first message from %v later on reached it", rk.Node, rk.Peer, rk.Peer, within)
+		}
+	}
 }
