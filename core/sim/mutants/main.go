@@ -10,6 +10,7 @@
 //
 //	go run ./core/sim/mutants            # every mutation (make mutants)
 //	go run ./core/sim/mutants -run lease # those whose name matches
+//	go run ./core/sim/mutants -j 1       # one at a time (default: 2)
 //
 // With -probe it is the child that runs the suites (on the mutated core).
 package main
@@ -19,10 +20,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -259,6 +262,14 @@ var suiteOf = map[string]string{
 	"config-from-any-sender": "quorum outsider",
 }
 
+// triedFirst names the suite that catches a mutation, for one whose first
+// suites would otherwise spend their whole budget first: it runs before the
+// others, which still follow if it does not catch it (the check is the
+// same, only its order changes).
+var triedFirst = map[string]string{
+	"unheard-leader-resign-dropped": "quorum faults", // else 20,000 targeted seeds first
+}
+
 // suite is one of the CI's simulation runs (core/sim/sim_test.go): the
 // budget is sim.CISeeds seeds of each.
 // Seeds, if not 0, is a smaller budget for a suite that checks one rule on
@@ -299,11 +310,13 @@ func main() {
 	first := flag.Uint64("first", 1, "first seed")
 	run := flag.String("run", "", "only the mutations whose name matches this regexp")
 	baseline := flag.Bool("baseline", true, "first check that the unmutated core passes the same seeds")
+	jobs := flag.Int("j", min(2, runtime.NumCPU()), "mutations checked at a time")
 	only := flag.String("suite", "", "with -probe: run only this suite")
+	firstSuite := flag.String("first-suite", "", "with -probe: run this suite before the others")
 	flag.IntVar(&propertyChecks, "rapid-checks", propertyChecks, "schedules of the property checker per mutation marked for it (0: skip it)")
 	flag.Parse()
 	if *probe {
-		c, err := probeSuites(*first, *seeds, *only)
+		c, err := probeSuites(*first, *seeds, *only, *firstSuite)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
@@ -311,18 +324,22 @@ func main() {
 		json.NewEncoder(os.Stdout).Encode(c)
 		return
 	}
-	if err := mutate(*run, *first, *seeds, *baseline); err != nil {
+	if err := mutate(*run, *first, *seeds, *baseline, *jobs); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(1)
 	}
 }
 
 // probeSuites runs n seeds from first of each suite, in chunks, and stops at
-// the first violation.
-func probeSuites(first uint64, seeds int, only string) (caught, error) {
+// the first violation. Suite firstSuite, if named, runs first.
+func probeSuites(first uint64, seeds int, only, firstSuite string) (caught, error) {
 	const chunk = 500
 	var c caught
-	for _, s := range suites {
+	order := slices.Clone(suites)
+	if i := slices.IndexFunc(order, func(s suite) bool { return s.Name == firstSuite }); i > 0 {
+		order = slices.Insert(slices.Delete(order, i, i+1), 0, suites[i])
+	}
+	for _, s := range order {
 		if only != "" && s.Name != only {
 			continue
 		}
@@ -357,7 +374,7 @@ func probeSuites(first uint64, seeds int, only string) (caught, error) {
 	return c, nil
 }
 
-func mutate(pattern string, first uint64, seeds int, baseline bool) error {
+func mutate(pattern string, first uint64, seeds int, baseline bool, jobs int) error {
 	re, err := regexp.Compile(pattern)
 	if err != nil {
 		return err
@@ -386,82 +403,125 @@ func mutate(pattern string, first uint64, seeds int, baseline bool) error {
 			todo = append(todo, []mutation{m})
 		}
 	}
+	// Two mutations at a time by default: most of each one's time is
+	// building the simulator or core's tests against it, one compiler
+	// process at a time; the reports still print in the list's order.
+	type result struct {
+		out       strings.Builder
+		survivors []string
+		err       error
+		done      chan struct{}
+	}
+	results := make([]*result, len(todo))
+	next := make(chan int)
+	for i := range results {
+		results[i] = &result{done: make(chan struct{})}
+	}
+	go func() {
+		for i := range todo {
+			next <- i
+		}
+		close(next)
+	}()
+	for range max(jobs, 1) {
+		go func() {
+			for i := range next {
+				r := results[i]
+				r.survivors, r.err = checkMutation(&r.out, root, tmp, todo[i], first, seeds)
+				close(r.done)
+			}
+		}()
+	}
 	var survivors []string
-	for _, edits := range todo {
-		m := edits[0]
-		overlay := ""
-		if m.File != "" {
-			if overlay, err = writeOverlay(root, tmp, edits); err != nil {
-				return err
-			}
+	for _, r := range results {
+		<-r.done
+		fmt.Print(r.out.String())
+		if r.err != nil {
+			return r.err
 		}
-		start := time.Now()
-		if pat, ok := testOf[m.Name]; ok {
-			failed, err := runTests(root, overlay, pat)
-			if err != nil {
-				return fmt.Errorf("%s: %w", m.Name, err)
-			}
-			took := time.Since(start).Round(100 * time.Millisecond)
-			if failed == "" {
-				survivors = append(survivors, m.Name)
-				fmt.Printf("%-28s SURVIVED go test -run '%s' ./core (%s)\n", m.Name, pat, took)
-			} else {
-				fmt.Printf("%-28s caught: go test -run '%s' ./core (%s): %s\n", m.Name, pat, took, failed)
-			}
-			continue
-		}
-		c, err := runProbe(root, overlay, first, seeds, suiteOf[m.Name])
-		if err != nil {
-			return fmt.Errorf("%s: %w", m.Name, err)
-		}
-		took := time.Since(start).Round(100 * time.Millisecond)
-		switch {
-		case m.File == "" && c.Invariant != "":
-			return fmt.Errorf("the unmutated core already breaks %s (%s seed %d: %s): fix it first", c.Invariant, c.Suite, c.Seed, c.Detail)
-		case m.File == "":
-			fmt.Printf("%-28s clean: %d seeds, no violation (%s)\n", "unmutated core", c.SeedsRun, took)
-			for _, pat := range testPatterns() {
-				failed, err := runTests(root, "", pat)
-				if err != nil {
-					return err
-				}
-				if failed != "" {
-					return fmt.Errorf("the unmutated core fails go test -run '%s' ./core: %s: fix it first", pat, failed)
-				}
-				fmt.Printf("%-28s clean: go test -run '%s' ./core\n", "unmutated core", pat)
-			}
-		case c.Invariant == "":
-			survivors = append(survivors, m.Name)
-			fmt.Printf("%-28s SURVIVED %d seeds (%s)\n", m.Name, c.SeedsRun, took)
-		default:
-			fmt.Printf("%-28s caught: %s seed %d (after %d seeds, %s): %s: %s\n", m.Name, c.Suite, c.Seed, c.SeedsRun, took, c.Invariant, c.Detail)
-		}
-		if (m.File == "" || property[m.Name]) && propertyChecks > 0 {
-			// The property checker too: a second, independent checker
-			// must not depend on the simulator's schedules to see it.
-			pstart := time.Now()
-			caughtAfter, detail, err := runProperty(root, overlay, propertyChecks)
-			if err != nil {
-				return fmt.Errorf("%s: %w", m.Name, err)
-			}
-			ptook := time.Since(pstart).Round(100 * time.Millisecond)
-			switch {
-			case m.File == "" && caughtAfter >= 0:
-				return fmt.Errorf("the property checker fails the unmutated core: %s: fix it first", detail)
-			case m.File == "":
-				fmt.Printf("%-28s property checker: clean, %d schedules (%s)\n", "unmutated core", propertyChecks, ptook)
-			case caughtAfter < 0:
-				survivors = append(survivors, m.Name+" (property checker)")
-				fmt.Printf("%-28s property checker: SURVIVED %d schedules (%s)\n", m.Name, propertyChecks, ptook)
-			default:
-				fmt.Printf("%-28s property checker: caught after %d schedules (%s, build included): %s\n", m.Name, caughtAfter+1, ptook, detail)
-			}
-		}
+		survivors = append(survivors, r.survivors...)
 	}
 	if len(survivors) > 0 {
 		return fmt.Errorf("mutations not caught within %d seeds per suite: %s", seeds, strings.Join(survivors, ", "))
 	}
 	return nil
+}
+
+// checkMutation applies one mutation (its edits) and runs what must catch
+// it, writing its report to w. It returns what survived.
+func checkMutation(w io.Writer, root, tmp string, edits []mutation, first uint64, seeds int) ([]string, error) {
+	var survivors []string
+	m := edits[0]
+	overlay := ""
+	if m.File != "" {
+		var err error
+		if overlay, err = writeOverlay(root, tmp, edits); err != nil {
+			return nil, err
+		}
+	}
+	start := time.Now()
+	if pat, ok := testOf[m.Name]; ok {
+		failed, err := runTests(root, overlay, pat)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", m.Name, err)
+		}
+		took := time.Since(start).Round(100 * time.Millisecond)
+		if failed == "" {
+			survivors = append(survivors, m.Name)
+			fmt.Fprintf(w, "%-28s SURVIVED go test -run '%s' ./core (%s)\n", m.Name, pat, took)
+		} else {
+			fmt.Fprintf(w, "%-28s caught: go test -run '%s' ./core (%s): %s\n", m.Name, pat, took, failed)
+		}
+		return survivors, nil
+	}
+	c, err := runProbe(root, overlay, first, seeds, suiteOf[m.Name], triedFirst[m.Name])
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Name, err)
+	}
+	took := time.Since(start).Round(100 * time.Millisecond)
+	switch {
+	case m.File == "" && c.Invariant != "":
+		return nil, fmt.Errorf("the unmutated core already breaks %s (%s seed %d: %s): fix it first", c.Invariant, c.Suite, c.Seed, c.Detail)
+	case m.File == "":
+		fmt.Fprintf(w, "%-28s clean: %d seeds, no violation (%s)\n", "unmutated core", c.SeedsRun, took)
+		for _, pat := range testPatterns() {
+			failed, err := runTests(root, "", pat)
+			if err != nil {
+				return nil, err
+			}
+			if failed != "" {
+				return nil, fmt.Errorf("the unmutated core fails go test -run '%s' ./core: %s: fix it first", pat, failed)
+			}
+			fmt.Fprintf(w, "%-28s clean: go test -run '%s' ./core\n", "unmutated core", pat)
+		}
+	case c.Invariant == "":
+		survivors = append(survivors, m.Name)
+		fmt.Fprintf(w, "%-28s SURVIVED %d seeds (%s)\n", m.Name, c.SeedsRun, took)
+	default:
+		fmt.Fprintf(w, "%-28s caught: %s seed %d (after %d seeds, %s): %s: %s\n", m.Name, c.Suite, c.Seed, c.SeedsRun, took, c.Invariant, c.Detail)
+	}
+	if (m.File == "" || property[m.Name]) && propertyChecks > 0 {
+		// The property checker too: a second, independent checker
+		// must not depend on the simulator's schedules to see it.
+		pstart := time.Now()
+		caughtAfter, detail, err := runProperty(root, overlay, propertyChecks)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", m.Name, err)
+		}
+		ptook := time.Since(pstart).Round(100 * time.Millisecond)
+		switch {
+		case m.File == "" && caughtAfter >= 0:
+			return nil, fmt.Errorf("the property checker fails the unmutated core: %s: fix it first", detail)
+		case m.File == "":
+			fmt.Fprintf(w, "%-28s property checker: clean, %d schedules (%s)\n", "unmutated core", propertyChecks, ptook)
+		case caughtAfter < 0:
+			survivors = append(survivors, m.Name+" (property checker)")
+			fmt.Fprintf(w, "%-28s property checker: SURVIVED %d schedules (%s)\n", m.Name, propertyChecks, ptook)
+		default:
+			fmt.Fprintf(w, "%-28s property checker: caught after %d schedules (%s, build included): %s\n", m.Name, caughtAfter+1, ptook, detail)
+		}
+	}
+	return survivors, nil
 }
 
 // writeOverlay writes the mutated copies of the files one mutation's edits
@@ -495,12 +555,12 @@ func writeOverlay(root, tmp string, edits []mutation) (string, error) {
 }
 
 // runProbe builds this command against the (mutated) core and runs its probe.
-func runProbe(root, overlay string, first uint64, seeds int, only string) (caught, error) {
+func runProbe(root, overlay string, first uint64, seeds int, only, firstSuite string) (caught, error) {
 	args := []string{"run"}
 	if overlay != "" {
 		args = append(args, "-overlay", overlay)
 	}
-	args = append(args, "./core/sim/mutants", "-probe", "-first", fmt.Sprint(first), "-seeds", fmt.Sprint(seeds), "-suite", only)
+	args = append(args, "./core/sim/mutants", "-probe", "-first", fmt.Sprint(first), "-seeds", fmt.Sprint(seeds), "-suite", only, "-first-suite", firstSuite)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
 	cmd.Stderr = os.Stderr
