@@ -300,6 +300,33 @@ wait_hears() {
 
 sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a - b }'; }
 
+# led_pct T0 T1: the share of [T0, T1] during which some agent's
+# leader-only command ran (a group without one has no working leader).
+led_pct() {
+	awk -v t0="$1" -v t1="$2" '
+		$1 == "start" { s[$2 " " $3] = $4 }
+		$1 == "stop"  { e[$2 " " $3] = $4 }
+		END {
+			n = 0
+			for (k in s) { a = s[k]; b = (k in e) ? e[k] : t1
+				if (a < t0) a = t0; if (b > t1) b = t1
+				if (b > a) { n++; lo[n] = a; hi[n] = b } }
+			# union of the intervals: sort by start (n is small)
+			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (lo[j] < lo[i]) {
+				x = lo[i]; lo[i] = lo[j]; lo[j] = x; x = hi[i]; hi[i] = hi[j]; hi[j] = x }
+			tot = 0; end = t0
+			for (i = 1; i <= n; i++) { a = lo[i] > end ? lo[i] : end
+				if (hi[i] > a) { tot += hi[i] - a; end = hi[i] } }
+			printf "%.0f", 100 * tot / (t1 - t0)
+		}' "$CMDLOG"
+}
+
+# lease_losses T0: leaderships ended "lease expired" since T0, all agents.
+lease_losses() {
+	jq -r --argjson t0 "$1" 'select(.msg == "stopped leading" and ((.reason // "") | test("lease expired")))
+		| .time | sub("\\.[0-9]+Z$"; "Z") | fromdate | select(. >= ($t0 | floor))' "$WORK"/a*.agent.log 2>/dev/null | wc -l
+}
+
 count_logs() { # count_logs SINCE_LINE_FILE: daemon log lines of interest since the marks
 	local n what c
 	for what in "nonce replay" "pubkey mismatch" "but no key" "max retransmits"; do
@@ -434,7 +461,7 @@ for step in "${steps[@]}"; do
 	esac
 	t1=$(now) s1=$(sample) term1=$(maxterm)
 	starts=$(awk -v a="$t0" '$1 == "start" && $4 > a' "$CMDLOG" | wc -l)
-	result "$step seconds=$(sub "$t1" "$t0") load=$(cut -d' ' -f1 /proc/loadavg) term=$term0->$term1 command_starts=$starts $(count_logs "$WORK/marks")"
+	result "$step seconds=$(sub "$t1" "$t0") load=$(cut -d' ' -f1 /proc/loadavg) term=$term0->$term1 command_starts=$starts led_pct=$(led_pct "$t0" "$t1") lease_losses=$(lease_losses "$t0") $(count_logs "$WORK/marks")"
 	rates "$step" "$t0" "$t1" "$s0" "$s1"
 done
 
