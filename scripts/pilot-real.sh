@@ -25,6 +25,9 @@ usage: scripts/pilot-real.sh [flags] PILOT_BIN_DIR
                 idle:S        S seconds without faults (term growth)
                 agentkill     kill -9 the leader's agent, restart it
                 daemonkill:D  kill -9 the leader's daemon, restart it D s later
+                majoritykill:D  kill -9 the daemons of the leader and of another
+                              agent (a majority of three), restart both D s later;
+                              time from the restart to the next command
                 brokerkill:D  kill -9 the first broker's daemon, restart it D s
                               later; time until another node reaches it
                 handoff       SIGTERM the leader's agent (it resigns), restart it
@@ -410,6 +413,24 @@ for step in "${steps[@]}"; do
 		else
 			result "daemonkill killed=$leader new=none within ${LIMIT}s down_s=${arg:-5}"
 		fi
+		;;
+	majoritykill)
+		[ -n "$leader" ] || { result "majoritykill no leader"; continue; }
+		other=$(for a in $AGENTS; do [ "$a" != "$leader" ] && echo "$a" && break; done)
+		tk=$(now)
+		kill -9 "$(cat "$WORK/$leader.daemon.pid")" "$(cat "$WORK/$other.daemon.pid")"
+		sleep "${arg:-5}"
+		tr=$(now)
+		start_daemon "$leader"
+		start_daemon "$other"
+		log "daemons $leader and $other restarted $(sub "$tr" "$tk") s after the kill"
+		next=$(wait_start "" "$tr")
+		if [ -n "$next" ]; then
+			result "majoritykill killed=$leader,$other down_s=${arg:-5} new=$(cut -d' ' -f1 <<<"$next") leaderless_s=$(sub "$(cut -d' ' -f3 <<<"$next")" "$tk") command_after_restart_s=$(sub "$(cut -d' ' -f3 <<<"$next")" "$tr")"
+		else
+			result "majoritykill killed=$leader,$other down_s=${arg:-5} new=none within ${LIMIT}s of the restart"
+		fi
+		sleep 3
 		;;
 	brokerkill)
 		# kill -9 the first broker node's daemon (b1; a1 in the own layout),
