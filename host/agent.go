@@ -111,6 +111,9 @@ type Stats struct {
 	PersistErrors      uint64 // Store.Save failures (the group's publishes are held until a save succeeds)
 	HeldPublishes      uint64 // publishes not sent because their group's state was not yet durable
 	DuplicateIDs       uint64 // reports of an ID spoken by two processes (Callbacks.OnDuplicateID)
+	// Echoes: this agent's own publishes that the bus delivered back,
+	// dropped on arrival (not counted in MessagesIn).
+	Echoes uint64
 	// Coalesced: of the core's payloads, those sent inside envelopes (each
 	// envelope counts once in MessagesOut); CoalescedIn: those received so
 	// and handed to the core (counted in MessagesIn too).
@@ -121,7 +124,7 @@ type Stats struct {
 }
 
 type agentCounters struct {
-	steps, in, out, rejected, dropped, droppedMember, persistErrs, held, dups, publishErrs, coalesced, coalescedIn atomic.Uint64
+	steps, in, out, rejected, dropped, droppedMember, persistErrs, held, dups, publishErrs, coalesced, coalescedIn, echoes atomic.Uint64
 }
 
 // Agent runs any number of elections (groups) on one module instance, over
@@ -160,6 +163,8 @@ type Agent struct {
 	closing   bool
 	coal      *coalescer
 	peerSubs  map[string]bool // peer topics subscribed: true once live
+	echoes    *echoes
+	envMsgs   []core.Message // deliverEnvelope's scratch
 
 	// owned by the loop goroutine
 	driver core.Driver // applies each Output in the core's order
@@ -207,7 +212,7 @@ func NewAgentOn(cfg AgentConfig, eng Engine) (*Agent, error) {
 func startAgent(cfg AgentConfig, eng Engine) *Agent {
 	a := &Agent{cfg: cfg, logger: cfg.Logger, clock: cfg.Clock,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		elections: map[string]*Election{}, eng: eng, coal: newCoalescer(coalesceGroups), peerSubs: map[string]bool{}}
+		elections: map[string]*Election{}, eng: eng, coal: newCoalescer(coalesceGroups), peerSubs: map[string]bool{}, echoes: newEchoes()}
 	if a.clock == nil {
 		a.clock = NewRealClock()
 	}
@@ -515,11 +520,17 @@ func (a *Agent) deliverEnvelope(m transport.Message) {
 	if a.undelivered {
 		return
 	}
+	h := a.echoes.hash(m.Topic, m.Payload)
 	a.mu.Lock()
-	msgs, refused, err := a.coal.receive(a.clock.NowMs(), m.Topic, m.Payload, func(g string) bool { return a.elections[g] != nil })
+	if a.echoes.echoed(h) {
+		a.mu.Unlock()
+		a.c.echoes.Add(1)
+		return
+	}
+	msgs, from, refused, err := a.coal.receive(a.clock.NowMs(), m.Topic, m.Payload, a.envMsgs[:0])
 	var queuedN, dropped, droppedMember uint64
 	for _, cm := range msgs {
-		queued, member := a.inbox.add(cm, a.cfg.MaxPending)
+		queued, member := a.inbox.addFrom(cm, from, a.cfg.MaxPending)
 		switch {
 		case queued:
 			queuedN++
@@ -530,6 +541,8 @@ func (a *Agent) deliverEnvelope(m transport.Message) {
 			dropped++
 		}
 	}
+	clear(msgs) // it points into the envelope
+	a.envMsgs = msgs[:0]
 	a.mu.Unlock()
 	if err != nil {
 		refused++
@@ -564,7 +577,13 @@ func (a *Agent) deliver(m transport.Message) {
 		a.c.rejected.Add(1)
 		return
 	}
+	h := a.echoes.hash(m.Topic, m.Payload)
 	a.mu.Lock()
+	if a.echoes.echoed(h) {
+		a.mu.Unlock()
+		a.c.echoes.Add(1)
+		return
+	}
 	queued, member := a.inbox.add(core.Message{Topic: m.Topic, Payload: m.Payload}, a.cfg.MaxPending)
 	a.mu.Unlock()
 	if !queued {
@@ -855,7 +874,11 @@ func (a *Agent) apply(out *core.Output, in *core.Input, reqs []*request) {
 		if !planned {
 			planned = true
 			a.mu.Lock()
-			msgs, n := a.coal.plan(a.clock.NowMs(), pubs)
+			now := a.clock.NowMs()
+			msgs, n := a.coal.plan(now, pubs)
+			for _, m := range msgs {
+				a.echoes.sending(now, m.Topic, m.Payload)
+			}
 			a.mu.Unlock()
 			a.c.coalesced.Add(uint64(n))
 			a.pub.enqueue(msgs)
@@ -969,7 +992,7 @@ func (a *Agent) Stats() Stats {
 		Traps: a.eng.Traps(), Steps: a.c.steps.Load(), MessagesIn: a.c.in.Load(),
 		MessagesOut: a.c.out.Load(), Rejected: a.c.rejected.Load(), Dropped: a.c.dropped.Load(), DroppedFromMembers: a.c.droppedMember.Load(),
 		PersistErrors: a.c.persistErrs.Load(), HeldPublishes: a.c.held.Load(), DuplicateIDs: a.c.dups.Load(), PublishErrors: a.c.publishErrs.Load(),
-		Coalesced: a.c.coalesced.Load(), CoalescedIn: a.c.coalescedIn.Load(),
+		Coalesced: a.c.coalesced.Load(), CoalescedIn: a.c.coalescedIn.Load(), Echoes: a.c.echoes.Load(),
 		Groups: groups, Transport: a.cfg.Transport.Stats(),
 	}
 }

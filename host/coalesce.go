@@ -90,25 +90,44 @@ func appendEnvelope(b []byte, from string, entries []envEntry) []byte {
 
 var errEnvelope = errors.New("host: malformed envelope")
 
-// decodeEnvelope reads an envelope strictly: a wrong magic, a name that
-// is empty, longer than core.MaxIDLen or holding a space or newline, a
-// number with a sign or a leading zero, a payload longer than
-// core.MaxPayload, more than maxEnvelopeEntries entries, a missing
-// separator or anything after the last entry make it malformed, and
-// nothing of it is used. The entries' payloads point into p.
+// decodeEnvelope reads an envelope strictly (scanEnvelope), copying the
+// names; the entries' payloads point into p.
 func decodeEnvelope(p []byte) (envelope, error) {
-	var env envelope
+	from, spans, err := scanEnvelope(p, nil)
+	if err != nil {
+		return envelope{}, err
+	}
+	env := envelope{From: string(from), Entries: make([]envEntry, len(spans))}
+	for i, sp := range spans {
+		env.Entries[i] = envEntry{Group: string(sp.group), Payload: sp.payload}
+	}
+	return env, nil
+}
+
+// envSpan is one entry of an envelope, within the envelope's bytes.
+type envSpan struct{ group, payload []byte }
+
+// scanEnvelope reads an envelope strictly, appending its entries to spans
+// without copying anything: a wrong magic, a name that is empty, longer
+// than core.MaxIDLen or holding a space or newline, a number with a sign
+// or a leading zero, a payload longer than core.MaxPayload, more than
+// maxEnvelopeEntries entries, a missing separator or anything after the
+// last entry make it malformed, and nothing of it is used (spans is
+// returned as it was given).
+func scanEnvelope(p []byte, spans []envSpan) (from []byte, _ []envSpan, err error) {
+	given := len(spans)
+	bad := func() ([]byte, []envSpan, error) { return nil, spans[:given], errEnvelope }
 	if len(p) > maxEnvelope || !bytes.HasPrefix(p, []byte(envelopeMagic+" ")) {
-		return env, errEnvelope
+		return bad()
 	}
 	p = p[len(envelopeMagic)+1:]
 	// token reads up to sep: a name of 1..core.MaxIDLen bytes.
-	token := func(sep byte) (string, bool) {
+	token := func(sep byte) ([]byte, bool) {
 		i := bytes.IndexByte(p[:min(len(p), core.MaxIDLen+1)], sep)
 		if i <= 0 || bytes.ContainsAny(p[:i], " \n") {
-			return "", false
+			return nil, false
 		}
-		t := string(p[:i])
+		t := p[:i]
 		p = p[i+1:]
 		return t, true
 	}
@@ -133,30 +152,28 @@ func decodeEnvelope(p []byte) (envelope, error) {
 	}
 	from, ok := token(' ')
 	if !ok {
-		return env, errEnvelope
+		return bad()
 	}
-	env.From = from
 	n, ok := number(maxEnvelopeEntries)
 	if !ok {
-		return env, errEnvelope
+		return bad()
 	}
-	env.Entries = make([]envEntry, 0, min(n, len(p)/4))
 	for range n {
 		g, ok := token(' ')
 		if !ok {
-			return envelope{}, errEnvelope
+			return bad()
 		}
 		size, ok := number(core.MaxPayload)
 		if !ok || len(p) < size+1 || p[size] != '\n' {
-			return envelope{}, errEnvelope
+			return bad()
 		}
-		env.Entries = append(env.Entries, envEntry{Group: g, Payload: p[:size]})
+		spans = append(spans, envSpan{group: g, payload: p[:size]})
 		p = p[size+1:]
 	}
 	if len(p) != 0 {
-		return envelope{}, errEnvelope
+		return bad()
 	}
-	return env, nil
+	return from, spans, nil
 }
 
 // coalescible reports whether a payload of the core is one that may travel
@@ -172,6 +189,7 @@ type swarmKey struct{ topic, id string }
 // cgroup is what the coalescer knows of one joined group.
 type cgroup struct {
 	id      string
+	own     string   // the group's own topic, core.Topic(group)
 	topic   string   // PeersTopic of the members it joined with
 	members []string // those members, sorted
 	same    bool     // its current member set is still that one
@@ -187,6 +205,9 @@ type coalescer struct {
 	swarms map[swarmKey]int64
 	// heard: when a peer's envelope was last received on a topic.
 	heard map[swarmKey]int64
+	// spans is receive's scratch (cleared after use: it points into the
+	// last envelope).
+	spans []envSpan
 	// minGroups: with fewer groups joined, this agent sends no payload in
 	// an envelope and no hello (it still reads envelopes), so an agent in a
 	// few groups puts on the bus exactly what it did before coalescing.
@@ -207,7 +228,7 @@ func (c *coalescer) join(group, id string, members []string) *cgroup {
 	ms := slices.Clone(members)
 	slices.Sort(ms)
 	ms = slices.Compact(ms)
-	g := &cgroup{id: id, topic: PeersTopic(ms), members: ms, same: true}
+	g := &cgroup{id: id, own: core.Topic(group), topic: PeersTopic(ms), members: ms, same: true}
 	c.groups[group] = g
 	return g
 }
@@ -356,30 +377,35 @@ func (c *coalescer) nextHello() int64 {
 }
 
 // receive reads an envelope that came on topic: it records that its
-// sender reads that topic, and returns each payload for a group joined
-// (joined reports which) as the message it stands for on the group's
-// topic, in the envelope's order. A payload whose sender (its "from") is
-// not the envelope's is refused and counted in refused: an envelope only
-// carries what its sender could have published on the group's topic
-// itself, and the core still checks and authenticates every payload.
-func (c *coalescer) receive(now int64, topic string, payload []byte, joined func(group string) bool) (msgs []core.Message, refused int, err error) {
-	env, err := decodeEnvelope(payload)
+// sender reads that topic, and appends to msgs each payload for a group
+// joined as the message it stands for on the group's topic, in the
+// envelope's order; from is the envelope's sender, and every payload
+// appended names it (the inbox needs not look). A payload whose sender
+// (its "from") is not the envelope's is refused and counted in refused:
+// an envelope only carries what its sender could have published on the
+// group's topic itself, and the core still checks and authenticates every
+// payload.
+func (c *coalescer) receive(now int64, topic string, payload []byte, msgs []core.Message) (_ []core.Message, from string, refused int, err error) {
+	fromB, spans, err := scanEnvelope(payload, c.spans[:0])
+	defer func() { clear(spans); c.spans = spans[:0] }()
 	if err != nil {
-		return nil, 0, err
+		return msgs, "", 0, err
 	}
-	k := swarmKey{topic, env.From}
+	from = string(fromB)
+	k := swarmKey{topic, from}
 	if _, ok := c.heard[k]; ok || len(c.heard) < maxHeard {
 		c.heard[k] = now
 	}
-	for _, e := range env.Entries {
-		if !joined(e.Group) {
+	for _, e := range spans {
+		g := c.groups[string(e.group)]
+		if g == nil {
 			continue
 		}
-		if senderOf(e.Payload) != env.From {
+		if !bytes.Equal(senderBytes(e.payload), fromB) {
 			refused++
 			continue
 		}
-		msgs = append(msgs, core.Message{Topic: core.Topic(e.Group), Payload: e.Payload})
+		msgs = append(msgs, core.Message{Topic: g.own, Payload: e.payload})
 	}
-	return msgs, refused, nil
+	return msgs, from, refused, nil
 }

@@ -134,7 +134,7 @@ func (s *swarm) deliver() {
 				n.in = append(n.in, core.Message{Topic: m.topic, Payload: m.p})
 				continue
 			}
-			msgs, refused, err := n.coal.receive(s.now, m.topic, m.p, func(g string) bool { return n.subs[core.Topic(g)] })
+			msgs, _, refused, err := n.coal.receive(s.now, m.topic, m.p, nil)
 			if err != nil || refused > 0 {
 				panic(fmt.Sprintf("%s: envelope refused: %v (%d)", n.id, err, refused))
 			}
@@ -383,13 +383,14 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 // payload for a group not joined is ignored.
 func TestEnvelopeCarriesOnlyItsSendersPayloads(t *testing.T) {
 	c := newCoalescer(0)
+	c.join("g", "b", []string{"a", "b"})
 	p := appendEnvelope(nil, "a", []envEntry{
 		{"g", []byte(`{"type":"ack","group":"g","from":"a","leader":"b","term":1}`)},
 		{"g", []byte(`{"type":"ack","group":"g","from":"c","leader":"b","term":1}`)},
 		{"other", []byte(`{"type":"ack","group":"other","from":"a","leader":"b","term":1}`)},
 	})
-	msgs, refused, err := c.receive(5, "election-peers:x", p, func(g string) bool { return g == "g" })
-	if err != nil || refused != 1 || len(msgs) != 1 || msgs[0].Topic != core.Topic("g") || senderOf(msgs[0].Payload) != "a" {
+	msgs, from, refused, err := c.receive(5, "election-peers:x", p, nil)
+	if err != nil || from != "a" || refused != 1 || len(msgs) != 1 || msgs[0].Topic != core.Topic("g") || senderOf(msgs[0].Payload) != "a" {
 		t.Fatalf("receive = %+v, refused %d, %v", msgs, refused, err)
 	}
 }
@@ -405,7 +406,7 @@ func TestCoalesceOnlyTowardsPeersHeard(t *testing.T) {
 	if _, n := c.plan(10, hb); n != 0 {
 		t.Fatal("coalesced before b was heard")
 	}
-	if _, _, err := c.receive(20, g.topic, appendEnvelope(nil, "b", nil), func(string) bool { return true }); err != nil {
+	if _, _, _, err := c.receive(20, g.topic, appendEnvelope(nil, "b", nil), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, n := c.plan(30, hb); n != 1 {
@@ -425,7 +426,7 @@ func TestCoalesceOnlyTowardsPeersHeard(t *testing.T) {
 	few := newCoalescer(2) // an agent in fewer groups than it coalesces for
 	fg := few.join("g", "a", []string{"b", "a"})
 	few.ready(fg.topic, "a", 0)
-	few.receive(10, fg.topic, appendEnvelope(nil, "b", nil), func(string) bool { return true })
+	few.receive(10, fg.topic, appendEnvelope(nil, "b", nil), nil)
 	if out, n := few.plan(20, hb); n != 0 || len(out) != len(hb) {
 		t.Fatalf("in one group, with minGroups 2: %d coalesced, %d messages out for %d (a hello?)", n, len(out), len(hb))
 	}
@@ -433,7 +434,7 @@ func TestCoalesceOnlyTowardsPeersHeard(t *testing.T) {
 		t.Fatalf("in one group, with minGroups 2: a hello planned at %d", at)
 	}
 	mixed := append(slices.Clone(hb), core.Message{Topic: core.Topic("g"), Payload: []byte(`{"type":"resign","group":"g","from":"a"}`)})
-	c.receive(100, g.topic, appendEnvelope(nil, "b", nil), func(string) bool { return true })
+	c.receive(100, g.topic, appendEnvelope(nil, "b", nil), nil)
 	if out, n := c.plan(110, mixed); n != 0 || len(out) != 2 || out[0].Topic != core.Topic("g") {
 		t.Fatalf("a step with a resign: %d coalesced, %d out: its group's heartbeat went ahead of it", n, len(out))
 	}

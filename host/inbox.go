@@ -2,7 +2,6 @@ package host
 
 import (
 	"bytes"
-	"slices"
 
 	"github.com/electcore/electcore/core"
 )
@@ -24,13 +23,24 @@ import (
 type inbox struct {
 	shared  []core.Message // from head on
 	head    int
-	lanes   map[laneKey][]core.Message
-	order   []laneKey                      // lanes with messages, oldest first
-	known   map[string]map[string]struct{} // topic → member ids
-	pending int                            // messages in lanes
+	lanes   map[laneKey]*lane
+	order   []laneKey                    // lanes with messages, oldest first
+	known   map[string]map[string]string // topic → member ids (each mapped to itself: lane keys share one string)
+	pending int                          // messages in lanes
 }
 
 type laneKey struct{ topic, from string }
+
+// lane is one member's queue. It stays when emptied, with its array: in
+// the steady state a lane holds one heartbeat or ack at a time, and
+// creating and deleting it for each cost a map write and an allocation
+// per message.
+type lane struct {
+	q    []core.Message // from head on
+	head int
+}
+
+func (l *lane) len() int { return len(l.q) - l.head }
 
 // memberLane bounds one member's queue: about 25 s of its heartbeats or
 // acks at the default interval, far more than a step takes.
@@ -40,28 +50,33 @@ const memberLane = 256
 // member removed since is still heard while the others learn it).
 func (in *inbox) setMembers(topic string, ids []string) {
 	if in.known == nil {
-		in.known = map[string]map[string]struct{}{}
+		in.known = map[string]map[string]string{}
 	}
 	m := in.known[topic]
 	if m == nil {
-		m = map[string]struct{}{}
+		m = map[string]string{}
 		in.known[topic] = m
 	}
 	for _, id := range ids {
-		m[id] = struct{}{}
+		if _, ok := m[id]; !ok {
+			m[id] = id
+		}
 	}
 }
 
 // forget drops topic's members and queued messages (the group was left).
+// It visits only that topic's lanes (one per member ever known), not every
+// lane: an agent leaving ten thousand groups would otherwise scan them all
+// for each. Their keys in order are skipped by take.
 func (in *inbox) forget(topic string) {
-	delete(in.known, topic)
-	for k, q := range in.lanes {
-		if k.topic == topic {
-			in.pending -= len(q)
+	for id := range in.known[topic] {
+		k := laneKey{topic, id}
+		if l, ok := in.lanes[k]; ok {
+			in.pending -= l.len()
 			delete(in.lanes, k)
 		}
 	}
-	in.order = slices.DeleteFunc(in.order, func(k laneKey) bool { return k.topic == topic })
+	delete(in.known, topic)
 }
 
 // add queues m; it reports false if m was dropped (its queue full) and
@@ -70,26 +85,41 @@ func (in *inbox) forget(topic string) {
 // member's name (with auth on, replays the core refuses cheaply) is then
 // no worse off than everything else.
 func (in *inbox) add(m core.Message, maxShared int) (queued, member bool) {
-	if from := senderOf(m.Payload); from != "" {
-		if _, ok := in.known[m.Topic][from]; ok {
-			member = true
-			k := laneKey{m.Topic, from}
-			q := in.lanes[k]
-			if len(q) >= memberLane {
-				return in.addShared(m, maxShared), true
-			}
-			if len(q) == 0 {
-				in.order = append(in.order, k)
-			}
-			if in.lanes == nil {
-				in.lanes = map[laneKey][]core.Message{}
-			}
-			in.lanes[k] = append(q, m)
-			in.pending++
-			return true, true
-		}
+	if id, ok := in.known[m.Topic][string(senderBytes(m.Payload))]; ok {
+		return in.addMember(m, id, maxShared), true
 	}
 	return in.addShared(m, maxShared), false
+}
+
+// addFrom is add for a message whose sender is known to be from (an
+// envelope's entry: the coalescer checked it).
+func (in *inbox) addFrom(m core.Message, from string, maxShared int) (queued, member bool) {
+	if id, ok := in.known[m.Topic][from]; ok {
+		return in.addMember(m, id, maxShared), true
+	}
+	return in.addShared(m, maxShared), false
+}
+
+// addMember queues m in member id's lane of its topic.
+func (in *inbox) addMember(m core.Message, id string, maxShared int) bool {
+	k := laneKey{m.Topic, id}
+	l := in.lanes[k]
+	if l == nil {
+		if in.lanes == nil {
+			in.lanes = map[laneKey]*lane{}
+		}
+		l = &lane{}
+		in.lanes[k] = l
+	}
+	if l.len() >= memberLane {
+		return in.addShared(m, maxShared)
+	}
+	if l.len() == 0 {
+		in.order = append(in.order, k)
+	}
+	l.q = append(l.q, m)
+	in.pending++
+	return true
 }
 
 func (in *inbox) addShared(m core.Message, maxShared int) bool {
@@ -113,19 +143,23 @@ const stepMessages = 256
 // if any wait): the members' lanes round robin, then the shared queue in
 // order.
 func (in *inbox) take(budget int) []core.Message {
-	var out []core.Message
+	out := make([]core.Message, 0, min(in.len(), stepMessages))
 	cost := func(m core.Message) int { return len(m.Topic) + len(m.Payload) + 16 }
 	for len(in.order) > 0 && len(out) < stepMessages && (budget > 0 || len(out) == 0) {
 		k := in.order[0]
-		q := in.lanes[k]
-		out = append(out, q[0])
-		budget -= cost(q[0])
-		in.pending--
 		in.order = in.order[1:]
-		if len(q) == 1 {
-			delete(in.lanes, k)
+		l := in.lanes[k]
+		if l == nil || l.len() == 0 { // forgotten (or listed twice, forgotten and joined again)
+			continue
+		}
+		m := l.q[l.head]
+		l.q[l.head] = core.Message{} // not kept alive by the array
+		out = append(out, m)
+		budget -= cost(m)
+		in.pending--
+		if l.head++; l.len() == 0 {
+			l.q, l.head = l.q[:0], 0
 		} else {
-			in.lanes[k] = q[1:]
 			in.order = append(in.order, k) // to the back: one each in turn
 		}
 	}
@@ -153,15 +187,18 @@ var fromKey = []byte(`"from":"`)
 
 // senderOf is the value of the first "from" key of a wire message, or "" if
 // there is none or it is not a plain string of at most core.MaxIDLen bytes.
-func senderOf(p []byte) string {
+func senderOf(p []byte) string { return string(senderBytes(p)) }
+
+// senderBytes is senderOf without a copy: the name within p, or nil.
+func senderBytes(p []byte) []byte {
 	i := bytes.Index(p, fromKey)
 	if i < 0 {
-		return ""
+		return nil
 	}
 	p = p[i+len(fromKey):]
 	j := bytes.IndexByte(p, '"')
 	if j <= 0 || j > core.MaxIDLen || bytes.IndexByte(p[:j], '\\') >= 0 {
-		return ""
+		return nil
 	}
-	return string(p[:j])
+	return p[:j]
 }

@@ -256,3 +256,69 @@ func TestTrapLostBatchCounted(t *testing.T) {
 		}
 	}
 }
+
+// Steady traffic (every member's lane emptied by each step and filled
+// again) costs allocations per envelope and per step, not per message:
+// unwrapping an envelope of 300 heartbeats into the lanes and taking them
+// out again allocates a handful of times, whatever the number of entries.
+func TestSteadyTrafficAllocatesPerEnvelope(t *testing.T) {
+	const n = 300
+	c := newCoalescer(0)
+	var in inbox
+	entries := make([]envEntry, n)
+	for i := range entries {
+		g := fmt.Sprintf("g%03d", i)
+		c.join(g, "a", []string{"a", "b", "c"})
+		in.setMembers(core.Topic(g), []string{"a", "b", "c"})
+		entries[i] = envEntry{Group: g, Payload: []byte(`{"type":"heartbeat","group":"` + g + `","from":"b","leader":"b","term":3,"seq":1}`)}
+	}
+	env := appendEnvelope(nil, "b", entries)
+	topic := PeersTopic([]string{"a", "b", "c"})
+	var scratch []core.Message
+	round := func() {
+		msgs, from, refused, err := c.receive(1, topic, env, scratch[:0])
+		if err != nil || refused != 0 || len(msgs) != n {
+			t.Fatalf("receive: %d messages, %d refused, %v", len(msgs), refused, err)
+		}
+		for _, m := range msgs {
+			if queued, member := in.addFrom(m, from, 1000); !queued || !member {
+				t.Fatal("not queued in its member's lane")
+			}
+		}
+		scratch = msgs
+		for got := 0; got < n; {
+			got += len(in.take(core.MaxBatchBytes / 2))
+		}
+	}
+	round() // the lanes and scratch arrays exist from here on
+	if allocs := testing.AllocsPerRun(20, round); allocs > 10 {
+		t.Fatalf("%.0f allocations to receive and take an envelope of %d entries", allocs, n)
+	}
+}
+
+// BenchmarkInboxForget is the cost of leaving one group (Agent.Close
+// leaves every group) while many others have lanes: it visits only the
+// group's own lanes.
+func BenchmarkInboxForget(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			var in inbox
+			fill := func() {
+				for i := range n {
+					topic := core.Topic(fmt.Sprintf("g%05d", i))
+					in.setMembers(topic, []string{"a", "b", "c"})
+					in.add(core.Message{Topic: topic, Payload: []byte(`{"from":"b"}`)}, 10)
+				}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				if i%n == 0 {
+					b.StopTimer()
+					fill()
+					b.StartTimer()
+				}
+				in.forget(core.Topic(fmt.Sprintf("g%05d", i%n)))
+			}
+		})
+	}
+}

@@ -197,3 +197,43 @@ func BenchmarkAgentMemoryPerGroup(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEnvelopeIn is the host's cost of one received envelope of 1,000
+// heartbeats, one for each group joined, up to the inbox (the core's step
+// not included): the part of a follower's CPU that grows with its groups
+// besides the core's own.
+func BenchmarkEnvelopeIn(b *testing.B) {
+	ctx := context.Background()
+	ag, err := NewNativeAgent(ctx, AgentConfig{Transport: &quietTransport{}, Logger: discardLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ag.Close(ctx)
+	const n = 1000
+	specs := make([]JoinSpec, n)
+	entries := make([]envEntry, n)
+	for i := range specs {
+		g := fmt.Sprintf("group-%05d", i)
+		specs[i] = JoinSpec{Config: core.Config{ID: "a", Group: g, Members: []string{"a", "b", "c"}}}
+		entries[i] = envEntry{Group: g, Payload: []byte(`{"type":"heartbeat","group":"` + g + `","from":"b","inc":8361723561232,"leader":"b","priority":2147483648,"term":3,"seq":1234,"wall":1764640000000,"conf_term":1,"conf_index":1,"committed":true}`)}
+	}
+	if _, errs := ag.JoinAll(ctx, specs); errs[0] != nil {
+		b.Fatal(errs[0])
+	}
+	env := transport.Message{Topic: PeersTopic([]string{"a", "b", "c"}), Payload: appendEnvelope(nil, "b", entries)}
+	// The loop stopped, so that only the delivery is measured (Close
+	// stops it again).
+	close(ag.stop)
+	<-ag.done
+	ag.stop = make(chan struct{})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		ag.deliverEnvelope(env)
+		ag.mu.Lock()
+		for ag.inbox.len() > 0 {
+			ag.inbox.take(core.MaxBatchBytes / 2)
+		}
+		ag.mu.Unlock()
+	}
+}
