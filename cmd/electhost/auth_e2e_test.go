@@ -84,6 +84,7 @@ func (c *cluster) keygen() (map[string]string, string) {
 // published on the group's subject. Every agent refuses them, and the leader
 // and the term stay as they were.
 func TestE2EAuth(t *testing.T) {
+	t.Parallel()
 	c, url := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	c.group = "e2e-auth"
 	keys, membersFile := c.keygen()

@@ -18,6 +18,7 @@ import (
 // it answers 200 again, leadership stays at a2 through the calm and comes
 // back to a1 by priority once, after it: terms T, T+1, T+2 and no other.
 func TestE2ECheckHTTPHandsOver(t *testing.T) {
+	t.Parallel()
 	hb, et := 100*time.Millisecond, 600*time.Millisecond
 	interval, failures := 100*time.Millisecond, 3
 	var mu sync.Mutex

@@ -32,6 +32,7 @@ func oneErrorLine(t *testing.T, stderr, want string) {
 }
 
 func TestCLIErrors(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	aFile := filepath.Join(tmp, "file")
 	os.WriteFile(aFile, []byte("x"), 0o644)
@@ -101,6 +102,7 @@ func TestCLIErrors(t *testing.T) {
 }
 
 func TestCLIStatePilotDaemonDown(t *testing.T) {
+	t.Parallel()
 	pilotctl := pilotstandin.Build(t)
 	// A socket nobody listens on: the daemon is down.
 	env := []string{"PILOT_SOCKET=" + filepath.Join(t.TempDir(), "none.sock")}
@@ -113,6 +115,7 @@ func TestCLIStatePilotDaemonDown(t *testing.T) {
 }
 
 func TestCLIHelpAndVersion(t *testing.T) {
+	t.Parallel()
 	help := map[string]string{}
 	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"demo", "--help"}, {"sim", "--help"}, {"status", "--help"}, {"broker", "--help"},
 		{"resign", "--help"}, {"transfer", "--help"}, {"drain", "--help"}, {"undrain", "--help"}, {"reset-state", "--help"}, {"keygen", "--help"}, {"version"}, {"--version"}} {
@@ -142,6 +145,7 @@ func TestCLIHelpAndVersion(t *testing.T) {
 }
 
 func TestSimCommand(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := runCLI(t, 2*time.Minute, nil, "sim", "--seeds", "10", "--nodes", "5", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
@@ -190,6 +194,7 @@ func TestSimCommand(t *testing.T) {
 // TestCLIUserWords: errors name the flag and the fix, never a Go package,
 // a config field or a parser.
 func TestCLIUserWords(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	natsURL, _ := natstest.Start(t)
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
@@ -244,6 +249,7 @@ func TestCLIUserWords(t *testing.T) {
 // TestCLICorruptStateNamesRecovery: a corrupt state file names the command
 // that resets the member, and that command works.
 func TestCLICorruptStateNamesRecovery(t *testing.T) {
+	t.Parallel()
 	natsURL, _ := natstest.Start(t)
 	dir := t.TempDir()
 	args := []string{"run", "--once", "--group", "g", "--id", "solo", "--members", "solo", "--heartbeat", "100ms", "--election-timeout", "600ms",
@@ -275,6 +281,7 @@ func TestCLICorruptStateNamesRecovery(t *testing.T) {
 // TestCLIUnwritableDefaultCache: the default compilation cache directory
 // unusable is a warning, not a failure.
 func TestCLIUnwritableDefaultCache(t *testing.T) {
+	t.Parallel()
 	natsURL, _ := natstest.Start(t)
 	notADir := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(notADir, []byte("x"), 0o644)
@@ -291,6 +298,7 @@ func TestCLIUnwritableDefaultCache(t *testing.T) {
 // manifest is named by run, with the reset-state command that rebuilds it,
 // and that command works.
 func TestCLIResetStateNothingOrCorruptManifest(t *testing.T) {
+	t.Parallel()
 	natsURL, _ := natstest.Start(t)
 	dir := t.TempDir()
 	absent := filepath.Join(dir, "absent")
@@ -351,6 +359,7 @@ func TestCLIResetStateNothingOrCorruptManifest(t *testing.T) {
 // TestCLINATSURL: $NATS_URL is --broker's default; a malformed one is a
 // usage error naming it.
 func TestCLINATSURL(t *testing.T) {
+	t.Parallel()
 	natsURL, _ := natstest.Start(t)
 	code, _, stderr := runCLI(t, 30*time.Second, []string{"NATS_URL=http://127.0.0.1:1"}, "status", "--group", "g")
 	if code != exitUsage {

@@ -18,6 +18,7 @@ import (
 // down, so the next leader's re-stamp supersedes the forgery: a change
 // commits, is undone, and a hand-off makes its successor leader.
 func TestE2EForgedConfigIndex(t *testing.T) {
+	t.Parallel()
 	c, url := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	c.group = "e2e-conf-index"
 	f := newForger(t, url, c.group)

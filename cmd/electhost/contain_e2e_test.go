@@ -80,6 +80,7 @@ func treeCheckMain() int {
 // containment (a cgroup where cgroup v2 is writable; a subreaper). The next
 // leader's command finds no process of the old term when it starts.
 func TestE2EContainKill9(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("cgroups and subreapers are Linux's")
 	}

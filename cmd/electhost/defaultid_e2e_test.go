@@ -15,6 +15,7 @@ import (
 // the default --id and --state-dir, run side by side (state is kept per
 // group), and the local verbs find each by its group.
 func TestE2ETwoGroupsDefaultID(t *testing.T) {
+	t.Parallel()
 	needBinary(t)
 	natsURL, _ := natstest.Start(t)
 	env := []string{"XDG_STATE_HOME=" + t.TempDir()}

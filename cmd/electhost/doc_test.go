@@ -58,6 +58,7 @@ var background = regexp.MustCompile(`^(.*[^\s&])\s*&\s*(#.*)?$`)
 // for up to a minute. "go install" and "make build" are what the test's
 // build does.
 func TestDocCommands(t *testing.T) {
+	t.Parallel()
 	needBinary(t)
 	for _, doc := range []string{"../../README.md", "README.md"} {
 		t.Run(strings.TrimPrefix(filepath.Join("cmd/electhost", doc), "README.md/"), func(t *testing.T) {

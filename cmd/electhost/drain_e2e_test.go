@@ -24,6 +24,7 @@ import (
 //     does not get leadership back while watched (past the calm), and when the leader is
 //     killed does not campaign: a3 is elected. undrain gives it back.
 func TestE2ETransferDrainStay(t *testing.T) {
+	t.Parallel()
 	hb, et := 100*time.Millisecond, 600*time.Millisecond
 	c, _ := newNATSCluster(t, hb, et)
 	prio := map[string]string{"a1": "30", "a2": "20", "a3": "10"}
@@ -203,6 +204,7 @@ func (c *cluster) waitLeads(id string, within time.Duration) uint64 {
 // electcore_unhealthy say why. Its check passes again: leadership comes
 // back to a1 by priority, but only after the calm (no churn).
 func TestE2EHealthCheckHandsOver(t *testing.T) {
+	t.Parallel()
 	hb, et := 100*time.Millisecond, 600*time.Millisecond
 	c, _ := newNATSCluster(t, hb, et)
 	prio := map[string]string{"a1": "30", "a2": "20", "a3": "10"}

@@ -542,11 +542,13 @@ func (c *cluster) scenario() {
 }
 
 func TestE2ENATS(t *testing.T) {
+	t.Parallel()
 	c, _ := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	c.scenario()
 }
 
 func TestDemoCommand(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := runCLI(t, 3*time.Minute, nil, "demo", "--json")
 	var sum demoSummary
 	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {

@@ -15,6 +15,7 @@ import (
 // far newer version must not take the group: the members keep their
 // configuration, a leader, and take a membership change after it.
 func TestE2EForgedConfigFromOutsider(t *testing.T) {
+	t.Parallel()
 	c, url := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	c.group = "e2e-forgedconfig"
 	f := newForger(t, url, c.group)
@@ -80,6 +81,7 @@ func TestE2EForgedConfigFromOutsider(t *testing.T) {
 // start its command before the old one has stopped: the commands' own
 // start/stop timestamps (and their lock) show no overlap.
 func TestE2EForgedHoldlessResign(t *testing.T) {
+	t.Parallel()
 	url, _ := natstest.Start(t)
 	c := newCluster(t, 3, []string{"--transport", "nats", "--broker", url}, []string{"ELECTHOST_TEST_STOP_DELAY=800ms"},
 		100*time.Millisecond, 2*time.Second, 20*time.Millisecond)

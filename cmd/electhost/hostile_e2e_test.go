@@ -50,6 +50,7 @@ func (c *cluster) replayedNow(id string) uint64 {
 // (incarnation OLD, ours NEW)"); after a restart of every agent, a replayed
 // capture stopped all three.
 func TestE2EOwnReplayAfterRestart(t *testing.T) {
+	t.Parallel()
 	c, url := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	c.group = "e2e-replay"
 	keys, membersFile := c.keygen()
@@ -143,6 +144,7 @@ func (c *cluster) waitUp(id string, d time.Duration) {
 // sustained stream at one. Before, the first message made its target exit 5
 // ("another process speaks as a1"), and two stopped a majority.
 func TestE2EForgedDuplicateID(t *testing.T) {
+	t.Parallel()
 	hb, et := 100*time.Millisecond, 600*time.Millisecond
 	c, url := newNATSCluster(t, hb, et)
 	c.group = "e2e-forged-dup"
@@ -217,6 +219,7 @@ func TestE2EForgedDuplicateID(t *testing.T) {
 // logged, not asserted: on a machine loaded far past its cores the agents
 // are starved of CPU whatever they drop.
 func TestE2EFloodKeepsTheLeader(t *testing.T) {
+	t.Parallel()
 	url, _ := natstest.Start(t)
 	// Half the default timings (the e2e tests' usual 100/600 ms lose leases
 	// on a machine loaded to 30 without any flood).

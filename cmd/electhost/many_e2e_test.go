@@ -90,6 +90,7 @@ func (c *cluster) waitBalanced(groups, live []string, within time.Duration) (map
 // series per group; after kill -9 of the agent leading the most groups, its
 // groups go to the best survivor of each, whose command then runs.
 func TestE2EManyGroups(t *testing.T) {
+	t.Parallel()
 	url, _ := natstest.Start(t)
 	// Six groups and their commands per process: twice the single-group
 	// tests' timings, so that a loaded runner (or -race) keeps the leases.
@@ -177,6 +178,7 @@ func TestE2EManyGroups(t *testing.T) {
 // flags that serve one group only, are refused with one error line (exit 2)
 // before anything is touched: the state directory is not created.
 func TestRunManyGroupsErrors(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	file := func(name, text string) string {
 		p := filepath.Join(tmp, name)

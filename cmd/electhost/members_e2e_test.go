@@ -22,6 +22,7 @@ import (
 // ready, and say so in their logs; one restarted with its old flags keeps
 // the configuration it persisted.
 func TestE2EMembersGrowShrink(t *testing.T) {
+	t.Parallel()
 	hb, et := 100*time.Millisecond, 600*time.Millisecond
 	c, _ := newNATSCluster(t, hb, et)
 	founders := slices.Clone(c.ids)
@@ -194,6 +195,7 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool,
 // the file `electhost keygen --id` printed distributes it, and the new
 // agent, which knew only the founders' keys, becomes a voting member.
 func TestE2EMembersEd25519(t *testing.T) {
+	t.Parallel()
 	c, _ := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	dir := t.TempDir()
 	var founders strings.Builder

@@ -82,6 +82,7 @@ func (a *onceAgent) wait(t *testing.T) int {
 // priority it is handed the leadership and runs; SIGTERM while the command
 // runs exits with the command's status.
 func TestE2ERunOnceWaitingVisibly(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		want string

@@ -22,6 +22,7 @@ import (
 // 0600 control socket; a follower refuses; POST /resign over --http needs
 // the token file; a state directory without an agent is exit 3.
 func TestE2EResignTransferWatch(t *testing.T) {
+	t.Parallel()
 	hb, et := 100*time.Millisecond, 600*time.Millisecond
 	c, natsURL := newNATSCluster(t, hb, et)
 	// a1 outranks the others: whoever wins first hands over to it after two
@@ -184,6 +185,7 @@ func TestE2EResignTransferWatch(t *testing.T) {
 // and exits with its exit code (a killed command: 128+signal), like consul
 // lock.
 func TestE2ERunOnce(t *testing.T) {
+	t.Parallel()
 	natsURL, _ := natstest.Start(t)
 	for _, c := range []struct {
 		script string
@@ -221,6 +223,7 @@ func TestE2ERunOnce(t *testing.T) {
 // was running first keeps running and says so; the group keeps its leader.
 // Before, whichever heard the other stopped: sometimes both.
 func TestE2EDuplicateID(t *testing.T) {
+	t.Parallel()
 	hb, et := 100*time.Millisecond, 600*time.Millisecond
 	c, natsURL := newNATSCluster(t, hb, et)
 	c.startAll()

@@ -97,6 +97,7 @@ func (p *tcpProxy) heal() {
 // leader-only command when its lease ends, before the others can elect a
 // new leader; once healed it follows the new leader at the higher term.
 func TestE2EPartitionedLeaderStopsCommand(t *testing.T) {
+	t.Parallel()
 	natsURL, _ := natstest.Start(t)
 	u, _ := url.Parse(natsURL)
 	hb, et := 100*time.Millisecond, 600*time.Millisecond

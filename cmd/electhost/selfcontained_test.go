@@ -15,6 +15,7 @@ import (
 // module file anywhere near it), runs the demo and the simulator: the module
 // travels inside it.
 func TestSelfContainedBinary(t *testing.T) {
+	t.Parallel()
 	needBinary(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "electhost")

@@ -13,6 +13,7 @@ import (
 // as far ahead as is accepted — moves terms by about 16 a message, and the
 // group elects again after it.
 func TestE2ETermFlood(t *testing.T) {
+	t.Parallel()
 	c, url := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	c.group = "e2e-term-flood"
 	f := newForger(t, url, c.group)

@@ -16,6 +16,7 @@ import (
 // a log line, /readyz, a metric — and comes back with the documented
 // recovery: stop every agent, reset-state each, start them again.
 func TestE2ETermSpentRecovery(t *testing.T) {
+	t.Parallel()
 	c, _ := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	for _, id := range c.ids {
 		store, err := statestore.Open(c.stateDir(id))

@@ -24,6 +24,7 @@ import (
 //   - kill -9 of the leader: the new leader's value replaces it everywhere,
 //     and its command gets its own value.
 func TestE2ELeaderValue(t *testing.T) {
+	t.Parallel()
 	hb, et := 100*time.Millisecond, 600*time.Millisecond
 	c, natsURL := newNATSCluster(t, hb, et)
 	// The command records what it was given, then runs until stopped.

@@ -15,6 +15,7 @@ import (
 // sender and the likely cause, at most once per election timeout, and
 // /readyz says it too.
 func TestE2EWrongKeyWarns(t *testing.T) {
+	t.Parallel()
 	c, _ := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
 	c.group = "e2e-wrongkey"
 	dir := t.TempDir()
