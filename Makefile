@@ -23,6 +23,11 @@ BENCH_SCALE_FLAGS ?=
 MODULE       := $(shell $(GO) list -m)
 WASM_PKGS    := $(MODULE)/wasm
 NATIVE_PKGS   = $(shell $(GO) list ./... | grep -v -x -F $(addprefix -e ,$(WASM_PKGS)))
+# The packages whose code runs goroutines of its own (the agent's loop,
+# publisher and callbacks; the transports; the state store's writers): make
+# test runs their tests once, under the race detector (test-race).
+RACE_PKGS     := ./host ./transport/... ./statestore
+GO_PKGS        = $(shell $(GO) list ./... | grep -v -x -F $(addprefix -e ,$(WASM_PKGS) $(shell $(GO) list $(RACE_PKGS))))
 
 
 .PHONY: all help build wasm check-module test test-go test-race test-node vet demo bench bench-scale fuzz soak mutants clean
@@ -33,8 +38,8 @@ help:
 	@echo "make build   bin/electhost"
 	@echo "make wasm    electcore.wasm at the repo root (wasip1, c-shared) and its built-in copy, internal/module/electcore.wasm"
 	@echo "make check-module  fail if the committed built-in module differs from the sources"
-	@echo "make test    wasm, go vet (native + wasip1), go test (timeout $(TEST_TIMEOUT)), node tests if present"
-	@echo "make test-race  go test -race over host, transport and electhost (RACE_RUN: which electhost tests; '' for all)"
+	@echo "make test    wasm, go vet (native + wasip1), go test (timeout $(TEST_TIMEOUT); host, transport and statestore under -race), node tests"
+	@echo "make test-race  go test -race over host, transport, statestore and electhost (RACE_RUN: which electhost tests; '' for all)"
 	@echo "make demo    the guided election demo on an embedded NATS server"
 	@echo "make bench   every Go benchmark once (BENCHTIME=$(BENCHTIME))"
 	@echo "make bench-scale  N agent processes x G groups over electhost's broker: time to lead, CPU, RSS, messages, failover (BENCH_SCALE_FLAGS=$(BENCH_SCALE_FLAGS))"
@@ -65,7 +70,7 @@ $(WASM): FORCE
 check-module: wasm
 	@git ls-files --error-unmatch $(EMBEDDED) >/dev/null 2>&1 && git diff --quiet -- $(EMBEDDED) || { echo "$(EMBEDDED) differs from what core/ and wasm/ build: run make wasm and commit it"; exit 1; }
 
-test: wasm vet test-go test-node
+test: wasm vet test-go test-race test-node
 
 vet:
 	$(GO) vet $(NATIVE_PKGS)
@@ -73,25 +78,23 @@ vet:
 	GOOS=wasip1 GOARCH=wasm $(GO) vet -tags electcore_hostdriven $(WASM_PKGS)
 
 # The Go tests load the module just built (internal/testwasm honours it).
+# RACE_PKGS' tests run in test-race instead.
 test-go: wasm
-	ELECTCORE_WASM=$(CURDIR)/$(WASM) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(NATIVE_PKGS)
+	ELECTCORE_WASM=$(CURDIR)/$(WASM) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(GO_PKGS)
 
-# The race detector over the packages whose code runs goroutines of its own
-# (the agent's loop, publisher and callbacks; the transports; electhost).
-# make test has run every test of them already; under -race electhost's
-# e2e tests also run a -race build of the binary (a race in an agent makes
-# it exit 66, which the tests check), so CI runs all of host and transport,
-# electhost's in-process and CLI tests, and the e2e scenario, auth and
-# duplicate-id tests: the whole e2e suite under -race would about double
-# CI's time. RACE_RUN='' runs all of them. Measured at load ~45 on 2 cores:
-# electhost's subset 394 s (7 min with the -race builds), transport 30 s.
-RACE_PKGS := ./host ./transport/...
-RACE_RUN  ?= ^(Test[^E]|TestExecute|TestE2ENATS$$|TestE2EAuth$$|TestE2EDuplicateID$$)
+# The race detector over RACE_PKGS (all their tests) and electhost, in one
+# go test so the packages run side by side. Under -race electhost's e2e
+# tests also run a -race build of the binary (a race in an agent makes it
+# exit 66, which the tests check); test-go has run all of electhost's tests
+# already, so here run its in-process and CLI tests and the e2e scenario,
+# auth and duplicate-id tests (RACE_RUN also matches every test, fuzz seed
+# corpus and example of RACE_PKGS, which have no TestE2E*): the whole e2e
+# suite under -race would about double CI's time. RACE_RUN='' runs all.
+RACE_RUN  ?= ^(Test[^E]|TestE[^2]|TestE2ENATS$$|TestE2EAuth$$|TestE2EDuplicateID$$|Fuzz|Example)
 # demo and sim exercise the core and the in-memory bus, covered above.
 RACE_SKIP ?= ^(TestDemoCommand|TestSimCommand)$$
 test-race: wasm
-	ELECTCORE_WASM=$(CURDIR)/$(WASM) $(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(RACE_PKGS)
-	ELECTCORE_WASM=$(CURDIR)/$(WASM) $(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(if $(RACE_RUN),-run '$(RACE_RUN)' -skip '$(RACE_SKIP)') ./cmd/electhost
+	ELECTCORE_WASM=$(CURDIR)/$(WASM) $(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(if $(RACE_RUN),-run '$(RACE_RUN)' -skip '$(RACE_SKIP)') $(RACE_PKGS) ./cmd/electhost
 
 # The Node example (a non-Go agent on electcore.wasm) and the mixed Go/Node
 # swarm; its dependencies come from the committed lockfile.
