@@ -768,3 +768,33 @@ func TestPilotResubscribeSoonAfterOwnDaemonRestart(t *testing.T) {
 	}
 	waitLive(t, d, "me", "t", 1)
 }
+
+// Our own daemon restarted after kill -9 comes back cut off from each peer
+// until it sends to it first (RestartNodeStale). When the transport sees it
+// answer again it publishes once to every broker, so the tunnels are
+// re-keyed without waiting for an election message: the test itself
+// publishes nothing.
+func TestPilotOwnDaemonRestartRekeysPeers(t *testing.T) {
+	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"me", "p1", "p2"}})
+	tr := newPilot(t, d, Options{Hosts: []string{"p1", "p2"}, SubscribeHosts: []string{"me"}, Env: []string{pilotstandin.EnvNode + "=me"}})
+	if err := tr.Subscribe(context.Background(), "t", func(transport.Message) {}); err != nil {
+		t.Fatal(err)
+	}
+	waitLive(t, d, "me", "t", 1)
+	d.KillNode("me")
+	transporttest.WaitFor(t, "a request refused while our daemon is down", func() bool {
+		for _, r := range d.Requests() {
+			if r.Node == "me" && r.Refused {
+				return true
+			}
+		}
+		return false
+	})
+	d.RestartNodeStale("me", true)
+	transporttest.WaitFor(t, "both peers re-keyed", func() bool { return d.StaleTunnels("me") == 0 })
+	for _, r := range d.Requests() {
+		if r.Op == "publish" && r.Topic != "electcore.rekey" {
+			t.Errorf("a publish on %q: only the re-key message was expected", r.Topic)
+		}
+	}
+}

@@ -193,6 +193,10 @@ func (t *Transport) localDaemonBack() <-chan struct{} {
 	return t.localBack
 }
 
+// rekeyTopic is the topic of the message published to every broker when
+// our own daemon answers again after an outage: nobody subscribes to it.
+const rekeyTopic = "electcore.rekey"
+
 // pollLocalDaemon asks our daemon every BackoffMin whether it runs, and
 // closes back when it answers (anything but not_running) or ends with the
 // transport.
@@ -216,6 +220,12 @@ func (t *Transport) pollLocalDaemon(back chan struct{}) {
 			t.localMu.Unlock()
 			t.logger.Info("pilot daemon answers again; resubscribing", "down_for", time.Since(since).Round(time.Millisecond))
 			close(back)
+			// A restarted Pilot daemon is cut off from each peer until it
+			// sends to it first; a follower may have nothing to send for an
+			// election timeout, its leader's heartbeats lost meanwhile. One
+			// message to every broker, on a topic nobody subscribes to,
+			// re-keys those tunnels now.
+			t.Publish(t.ctx, rekeyTopic, []byte("rekey"))
 			return
 		}
 	}
