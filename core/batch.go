@@ -1,8 +1,5 @@
 package core
 
-//go:generate go tool msgp -io=false -tests=true
-//msgp:clearomitted
-
 // Input is one batch handed to Engine.Step.
 type Input struct {
 	// Now is the host's monotonic clock in milliseconds. It must not go
@@ -11,37 +8,37 @@ type Input struct {
 	// dates what it heard by Now, and a member that heard a leader refuses
 	// votes for an election timeout from then, so a Now from before an
 	// arrival would end that refusal early and let two leases overlap.
-	Now int64 `msg:"now"`
+	Now int64
 	// Wall is the wall clock in Unix milliseconds, used only to fill the seed
 	// format's informational "elected_at" and "timestamp" fields; 0 omits
 	// them. Timing never depends on it, so wall-clock jumps are harmless.
-	Wall int64 `msg:"wall,omitempty"`
+	Wall int64
 	// Join adds groups (or restarts them from persisted state).
-	Join Joins `msg:"join,omitzero"`
+	Join []GroupSpec
 	// Inbound are payloads received on the bus, in arrival order.
-	Inbound Messages `msg:"in,omitzero"`
+	Inbound []Message
 	// Commands are the application's requests, applied after Inbound.
-	Commands Commands `msg:"cmd,omitzero"`
+	Commands []Command
 	// Backlog says that more received messages wait behind this batch (the
 	// host took only part of what it holds). A campaign that is due then
 	// waits for the batches that follow, where a heartbeat or a vote may
 	// make it needless, but never more than a heartbeat interval past its
 	// time: under overload every message is handled before an election
 	// timer is taken for silence.
-	Backlog bool `msg:"backlog,omitempty"`
+	Backlog bool
 }
 
 // Message is one payload on a bus topic.
 type Message struct {
-	Topic   string `msg:"t"`
-	Payload []byte `msg:"p"`
+	Topic   string
+	Payload []byte
 }
 
 // GroupSpec joins a group: its configuration and the state it persisted
 // before (the zero GroupState for a first start).
 type GroupSpec struct {
-	Config Config     `msg:"config"`
-	State  GroupState `msg:"state"`
+	Config Config
+	State  GroupState
 	// Incarnation tells this run of the agent from every other process that
 	// uses the same ID: a restart, or a second process given the ID by
 	// mistake. Hosts draw it at random for every join; every message carries
@@ -49,33 +46,33 @@ type GroupSpec struct {
 	// or with a member's ID from two incarnations at once
 	// (EventDuplicateID). 0 derives one from Config.Seed and the join epoch,
 	// which tells restarts apart but not two processes with fresh state.
-	Incarnation uint64 `msg:"inc,omitempty"`
+	Incarnation uint64
 	// Request, if not 0, is echoed in the EventRejected that refuses this
 	// join, so a host matches the answer to its request without reading
 	// the reason.
-	Request uint64 `msg:"req,omitempty"`
+	Request uint64
 }
 
 // GroupState is what a group needs persisted: its term and the vote it cast
 // in that term. A host writes it durably before sending the publishes of the
 // same Output, and hands it back in GroupSpec.State on restart.
 type GroupState struct {
-	Group string `msg:"group"`
-	Term  uint64 `msg:"term"`
-	Vote  string `msg:"vote"`
+	Group string
+	Term  uint64
+	Vote  string
 	// Epoch counts this agent's joins of the group with auth on: signed
 	// messages carry it so that a restarted sender is not taken for a replay
 	// (auth.go). Persist it like Term.
-	Epoch uint64 `msg:"epoch"`
+	Epoch uint64
 	// The quorum group's configuration (membership.go): its version and
 	// member set (sorted), with Keys[i] the ed25519 public key of
 	// Members[i] when the group uses ed25519 (a list, not a map, so that
 	// the encoding is the same on every host). ConfIndex 0 (a group that
 	// never had a leader) means Config.Members.
-	ConfTerm  uint64   `msg:"conf_term,omitempty"`
-	ConfIndex uint64   `msg:"conf_index,omitempty"`
-	Members   []string `msg:"members,omitempty"`
-	Keys      [][]byte `msg:"keys,omitempty"`
+	ConfTerm  uint64
+	ConfIndex uint64
+	Members   []string
+	Keys      [][]byte
 }
 
 // CommandKind says what a Command asks for.
@@ -146,27 +143,27 @@ func (k CommandKind) String() string {
 
 // Command is an application request for one group.
 type Command struct {
-	Kind   CommandKind `msg:"k"`
-	Group  string      `msg:"g"`
-	Target string      `msg:"to"`
+	Kind   CommandKind
+	Group  string
+	Target string
 	// Key is the ed25519 public key of the member CmdAddMember adds.
-	Key []byte `msg:"key,omitempty"`
+	Key []byte
 	// Value is CmdProclaim's new value (see Config.Value).
-	Value string `msg:"value,omitempty"`
+	Value string
 	// Request, if not 0, is echoed in the EventRejected that refuses this
 	// command (see GroupSpec.Request).
-	Request uint64 `msg:"req,omitempty"`
+	Request uint64
 }
 
 // Output is what one Step produced, to be applied in field order: persist,
 // publish, act on events, and wake the engine at WakeAt.
 type Output struct {
-	Persist   States   `msg:"persist,omitzero"`
-	Publishes Messages `msg:"pub,omitzero"`
-	Events    Events   `msg:"ev,omitzero"`
+	Persist   []GroupState
+	Publishes []Message
+	Events    []Event
 	// WakeAt is the monotonic time (ms) by which Step must be called again;
 	// 0 when no group has a timer.
-	WakeAt int64 `msg:"wake,omitempty"`
+	WakeAt int64
 }
 
 // Reset empties o for reuse, keeping its capacity.
@@ -263,24 +260,24 @@ func (k EventKind) String() string {
 // leader tags every action with it, and a resource that has seen a higher
 // term refuses the action.
 type Event struct {
-	Kind       EventKind `msg:"k"`
-	Group      string    `msg:"g"`
-	Term       uint64    `msg:"term"`
-	Leader     string    `msg:"leader"`
-	LeaseUntil int64     `msg:"lease"`
-	Reason     string    `msg:"why"`
+	Kind       EventKind
+	Group      string
+	Term       uint64
+	Leader     string
+	LeaseUntil int64
+	Reason     string
 	// Request is the GroupSpec.Request or Command.Request this
 	// EventRejected refuses (0: none, or an inbound message).
-	Request uint64 `msg:"req,omitempty"`
+	Request uint64
 	// Member is the member an EventDuplicateID is about: the ID heard from
 	// two processes (this agent's own ID when another process uses it); of
 	// an EventRejected that failed authentication, the sender it claims.
-	Member string `msg:"member,omitempty"`
+	Member string
 	// Members and ConfIndex: an EventConfig's configuration.
-	Members   []string `msg:"members,omitempty"`
-	ConfIndex uint64   `msg:"conf_index,omitempty"`
+	Members   []string
+	ConfIndex uint64
 	// Value is an EventValue's leader value.
-	Value string `msg:"value,omitempty"`
+	Value string
 }
 
 // Role is a member's part in its group.
@@ -309,63 +306,46 @@ func (r Role) String() string {
 
 // Status is a snapshot of one group, for health endpoints and tooling.
 type Status struct {
-	Group      string `msg:"group"`
-	ID         string `msg:"id"`
-	Mode       Mode   `msg:"mode"`
-	Role       Role   `msg:"role"`
-	Leader     string `msg:"leader"`
-	Term       uint64 `msg:"term"`
-	Vote       string `msg:"vote"`
-	LeaseUntil int64  `msg:"lease_until"`
-	Priority   uint32 `msg:"priority"`
+	Group      string
+	ID         string
+	Mode       Mode
+	Role       Role
+	Leader     string
+	Term       uint64
+	Vote       string
+	LeaseUntil int64
+	Priority   uint32
 	// Members are the configuration's, sorted by ID; LastHeard is 0 for a
 	// member never heard.
-	Members []MemberStatus `msg:"members"`
+	Members []MemberStatus
 	// The configuration's version, whether it is known to be committed, and
 	// whether this agent is in it (false: removed, or waiting to be added).
-	ConfTerm      uint64 `msg:"conf_term"`
-	ConfIndex     uint64 `msg:"conf_index"`
-	ConfCommitted bool   `msg:"conf_committed"`
-	Voter         bool   `msg:"voter"`
-	Elections     uint64 `msg:"elections"` // campaigns this agent started
-	Received      uint64 `msg:"received"`  // wire messages accepted
-	Rejected      uint64 `msg:"rejected"`  // wire messages refused
+	ConfTerm      uint64
+	ConfIndex     uint64
+	ConfCommitted bool
+	Voter         bool
+	Elections     uint64 // campaigns this agent started
+	Received      uint64 // wire messages accepted
+	Rejected      uint64 // wire messages refused
 	// Duplicates counts EventDuplicateID reports.
-	Duplicates uint64 `msg:"duplicates"`
+	Duplicates uint64
 	// Authentication (auth.go): the mode, this agent's epoch, and the
 	// refusals by reason (all included in Rejected).
-	Auth     AuthMode `msg:"auth"`
-	Epoch    uint64   `msg:"epoch"`
-	Unsigned uint64   `msg:"unsigned"` // no signature while auth is on
-	Forged   uint64   `msg:"forged"`   // bad signature, unknown key, malformed envelope
-	Replayed uint64   `msg:"replayed"` // an epoch that is over, or a counter already seen
+	Auth     AuthMode
+	Epoch    uint64
+	Unsigned uint64 // no signature while auth is on
+	Forged   uint64 // bad signature, unknown key, malformed envelope
+	Replayed uint64 // an epoch that is over, or a counter already seen
 	// Value is the leader's value (Config.Value, CmdProclaim) as this
 	// member last heard it from Leader in Term, and ValueVersion its
 	// version in that term; "" and 0 while none is known.
-	Value        string `msg:"value"`
-	ValueVersion uint64 `msg:"value_ver"`
+	Value        string
+	ValueVersion uint64
 }
 
 // MemberStatus is what a group knows of one member.
 type MemberStatus struct {
-	ID        string `msg:"id"`
-	Priority  uint32 `msg:"priority"`
-	LastHeard int64  `msg:"last_heard"`
+	ID        string
+	Priority  uint32
+	LastHeard int64
 }
-
-// The lists of a batch. An empty list, nil or not, is left out of the msgp
-// encoding (omitzero calls IsZero), so a batch's bytes never depend on
-// whether a host reuses its buffers, and an idle batch is a few bytes.
-type (
-	Joins    []GroupSpec
-	Messages []Message
-	Commands []Command
-	States   []GroupState
-	Events   []Event
-)
-
-func (l Joins) IsZero() bool    { return len(l) == 0 }
-func (l Messages) IsZero() bool { return len(l) == 0 }
-func (l Commands) IsZero() bool { return len(l) == 0 }
-func (l States) IsZero() bool   { return len(l) == 0 }
-func (l Events) IsZero() bool   { return len(l) == 0 }

@@ -1,7 +1,5 @@
 package core
 
-//go:generate go tool msgp -io=false -tests=true
-
 import (
 	"slices"
 	"strconv"
@@ -92,15 +90,15 @@ const MaxValueLen = 1024
 type Config struct {
 	// ID names this agent; unique in the group. 1–128 bytes of
 	// [A-Za-z0-9._:@/+-].
-	ID string `msg:"id"`
+	ID string
 	// Group names the election; its topic on the bus is "election:<Group>".
 	// Same alphabet and length as ID.
-	Group string `msg:"group"`
+	Group string
 	// Priority orders candidates: higher campaigns sooner, wins bully
 	// elections, and receives leadership by graceful transfer in quorum mode.
 	// 0 means the POSIX cksum of ID, as the seed skill computes it (with
 	// BalancedPriority: RendezvousPriority(Group, ID)).
-	Priority uint32 `msg:"priority"`
+	Priority uint32
 	// BalancedPriority is for an agent that joins many groups with the same
 	// members: a zero Priority becomes RendezvousPriority(Group, ID) instead
 	// of the cksum of ID, and members not yet heard are assumed to use it
@@ -110,30 +108,30 @@ type Config struct {
 	// ranks the members alike and one agent leads them all. Give every
 	// member of a group the same choice: a member that differs is ranked
 	// by the priority it announces once heard.
-	BalancedPriority bool `msg:"balanced_priority"`
+	BalancedPriority bool
 	// Mode is ModeQuorum (default) or ModeBully.
-	Mode Mode `msg:"mode"`
+	Mode Mode
 	// Members lists every member's ID, including this one. Required in quorum
 	// mode (a majority of it elects); optional in bully mode, where a
 	// non-empty list restricts who may take part. At most MaxMembers.
-	Members []string `msg:"members"`
+	Members []string
 	// AwaitConfig (quorum mode) starts this agent as one waiting to be
 	// added: it neither campaigns nor counts until a configuration that
 	// lists it arrives from the group (CmdAddMember at any member), and
 	// Members need not include it: they are the members it learns that
 	// configuration from. Ignored once a configuration was persisted.
-	AwaitConfig bool `msg:"await_config"`
+	AwaitConfig bool
 	// HeartbeatMs is the leader's heartbeat interval. Default 500, at least 10.
-	HeartbeatMs int64 `msg:"heartbeat_ms"`
+	HeartbeatMs int64
 	// ElectionTimeoutMs is how long a follower waits without hearing a leader
 	// before it campaigns (plus a priority-ranked, randomised offset of up to
 	// 5/8 of it). Default 2000; at least 3 × HeartbeatMs.
-	ElectionTimeoutMs int64 `msg:"election_timeout_ms"`
+	ElectionTimeoutMs int64
 	// MaxDriftPPM bounds, in parts per million, how far each member's clock
 	// rate may stray from real time (ρ): a clock measures a real interval d
 	// as somewhere in d×(1±ρ), so two members' clocks may differ in rate by
 	// up to 2ρ. Default 10000 (1%), at most 100000.
-	MaxDriftPPM int64 `msg:"max_drift_ppm"`
+	MaxDriftPPM int64
 	// LeaseMs is how long a quorum leader may act after a majority last
 	// acknowledged it, counted on its own clock from when it sent what they
 	// acknowledged. Default and maximum: MaxLeaseMs − HandoffHoldMs, with ElectionTimeoutMs ×
@@ -144,7 +142,7 @@ type Config struct {
 	// Minimum 2 × HeartbeatMs: a lease is renewed by the acks of the next
 	// heartbeat, which leave a heartbeat interval plus a round trip later;
 	// shorter, the leader loses its lease between heartbeats, forever.
-	LeaseMs int64 `msg:"lease_ms"`
+	LeaseMs int64
 	// HandoffHoldMs is how long this agent's application may still be acting
 	// after it hands leadership over (resign, transfer or a priority
 	// hand-off): its leader-only work is told to stop at that instant, but
@@ -157,35 +155,35 @@ type Config struct {
 	// it). Default 0; at most MaxLeaseMs − 2 × HeartbeatMs. electhost sets
 	// it to --grace + 50 ms when it runs a command (and the lease to the
 	// rest).
-	HandoffHoldMs int64 `msg:"handoff_hold_ms"`
+	HandoffHoldMs int64
 	// CollectMs is how long a bully candidate waits for a higher candidate
 	// before it declares itself leader: it must exceed a round trip.
 	// Default ElectionTimeoutMs/4 (500 ms at the defaults).
-	CollectMs int64 `msg:"collect_ms"`
+	CollectMs int64
 	// NoPriorityTransfer turns off the quorum leader's graceful hand-off to a
 	// healthy member of higher priority.
-	NoPriorityTransfer bool `msg:"no_priority_transfer"`
+	NoPriorityTransfer bool
 	// Seed seeds this group's random generator (timeouts). 0 derives one from
 	// ID and Group, so agents differ but runs repeat.
-	Seed uint64 `msg:"seed"`
+	Seed uint64
 	// Auth selects message authentication (auth.go): AuthOff (the default),
 	// AuthHMAC or AuthEd25519. With it on, unsigned, forged, replayed and
 	// wrong-group messages are refused; the host must persist GroupState.
-	Auth AuthMode `msg:"auth"`
+	Auth AuthMode
 	// Key is this agent's key: the group's shared secret (hmac, 16–1024
 	// bytes) or its ed25519 private key (64 bytes, or its 32-byte seed).
-	Key []byte `msg:"key"`
+	Key []byte
 	// MemberKeys maps member ids to their ed25519 public keys (32 bytes).
 	// Only senders listed here are heard; every listed Member needs a key.
 	// This agent's own entry is derived from Key when missing.
-	MemberKeys map[string][]byte `msg:"member_keys"`
+	MemberKeys map[string][]byte
 	// Value is what this agent announces with its leadership (etcd's
 	// Campaign value, a Consul lock's value): say, the address where it
 	// serves as leader. Every heartbeat of its terms carries it, so every
 	// follower learns it (Status.Value, EventValue); CmdProclaim changes it
 	// while leading. At most MaxValueLen bytes of UTF-8 without control
 	// characters (CheckValue); "" announces none.
-	Value string `msg:"value"`
+	Value string
 }
 
 // defaultPriority is the priority member id is assumed to have until it

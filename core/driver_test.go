@@ -25,9 +25,9 @@ func TestDriverOrderAndRevokedLeadership(t *testing.T) {
 		Event:   func(ev Event) { log = append(log, ev.Kind.String()) },
 	}
 	d.Apply(&Output{
-		Persist:   States{{Group: "g", Term: 2}},
-		Publishes: Messages{{Topic: Topic("g")}},
-		Events: Events{
+		Persist:   []GroupState{{Group: "g", Term: 2}},
+		Publishes: []Message{{Topic: Topic("g")}},
+		Events: []Event{
 			{Kind: EventBecameLeader, Group: "g", Term: 2},
 			{Kind: EventLease, Group: "g", Term: 2, LeaseUntil: 10},
 			{Kind: EventSteppedDown, Group: "g", Term: 2},
@@ -38,7 +38,7 @@ func TestDriverOrderAndRevokedLeadership(t *testing.T) {
 		t.Fatalf("applied %s", got)
 	}
 	log, fail = nil, true
-	held, err := d.Apply(&Output{Persist: States{{Group: "g", Term: 3}}, Publishes: Messages{{Topic: Topic("g")}}})
+	held, err := d.Apply(&Output{Persist: []GroupState{{Group: "g", Term: 3}}, Publishes: []Message{{Topic: Topic("g")}}})
 	if held != 1 || err == nil || len(log) != 0 {
 		t.Fatalf("with a failing save: held %d, err %v, applied %v", held, err, log)
 	}

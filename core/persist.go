@@ -78,7 +78,7 @@ func (p *PersistGate) gateEvents(out *Output) {
 	if len(p.unsaved) == 0 && len(p.held) == 0 {
 		return
 	}
-	var events Events
+	var events []Event
 	for _, group := range slices.Sorted(maps.Keys(p.held)) { // one order on every host
 		if !p.Unsaved(group) {
 			events = append(events, p.held[group]...)

@@ -22,21 +22,21 @@ func TestPersistGateHoldsDependentPublishes(t *testing.T) {
 	}
 	pub := func(group string) Message { return Message{Topic: Topic(group), Payload: []byte(`{}`)} }
 
-	out := Output{Persist: States{{Group: "g", Term: 3, Vote: "a"}, {Group: "h", Term: 1}},
-		Publishes: Messages{pub("g"), pub("h")}}
+	out := Output{Persist: []GroupState{{Group: "g", Term: 3, Vote: "a"}, {Group: "h", Term: 1}},
+		Publishes: []Message{pub("g"), pub("h")}}
 	held, err := gate.Apply(&out, save)
 	if err == nil || held != 1 || len(out.Publishes) != 1 || out.Publishes[0].Topic != Topic("h") {
 		t.Fatalf("held %d, err %v, publishes %v", held, err, out.Publishes)
 	}
 	// A later batch with no state change: g's ack still rests on term 3.
-	out = Output{Publishes: Messages{pub("g")}}
+	out = Output{Publishes: []Message{pub("g")}}
 	if held, _ := gate.Apply(&out, save); held != 1 || len(out.Publishes) != 0 || !gate.Unsaved("g") {
 		t.Fatalf("later batch: held %d, publishes %v", held, out.Publishes)
 	}
 	// A newer state replaces the unsaved one; once saving works, only the
 	// latest is written and publishing resumes.
 	failing = false
-	out = Output{Persist: States{{Group: "g", Term: 4, Vote: "b"}}, Publishes: Messages{pub("g")}}
+	out = Output{Persist: []GroupState{{Group: "g", Term: 4, Vote: "b"}}, Publishes: []Message{pub("g")}}
 	if held, err := gate.Apply(&out, save); held != 0 || err != nil || len(out.Publishes) != 1 {
 		t.Fatalf("after recovery: held %d, err %v, publishes %v", held, err, out.Publishes)
 	}
@@ -65,7 +65,7 @@ func TestPersistGateEngineCrash(t *testing.T) {
 	gate.Apply(&out, disk.save)
 	disk.failing = true
 	out.Reset()
-	e.Step(&Input{Now: 5000, Inbound: Messages{{Topic: Topic("g"),
+	e.Step(&Input{Now: 5000, Inbound: []Message{{Topic: Topic("g"),
 		Payload: []byte(`{"type":"election","group":"g","from":"b","candidate":"b","priority":1,"term":1}`)}}}, &out)
 	if len(out.Publishes) == 0 {
 		t.Fatal("the engine granted no vote: the test no longer exercises the gate")
@@ -85,13 +85,13 @@ func TestPersistGateEngineCrash(t *testing.T) {
 func TestPersistGateHoldsLeadership(t *testing.T) {
 	var gate PersistGate
 	disk := testDisk{failing: true}
-	kinds := func(evs Events) (s []string) {
+	kinds := func(evs []Event) (s []string) {
 		for _, ev := range evs {
 			s = append(s, ev.Kind.String())
 		}
 		return s
 	}
-	out := Output{Persist: States{{Group: "g", Term: 2, Vote: "a"}}, Events: Events{
+	out := Output{Persist: []GroupState{{Group: "g", Term: 2, Vote: "a"}}, Events: []Event{
 		{Kind: EventBecameLeader, Group: "g", Term: 2, Leader: "a"},
 		{Kind: EventLeaderChanged, Group: "g", Term: 2, Leader: "a"},
 	}}
@@ -99,7 +99,7 @@ func TestPersistGateHoldsLeadership(t *testing.T) {
 	if got := kinds(out.Events); len(got) != 1 || got[0] != "leader-changed" {
 		t.Fatalf("while unsaved: %v", got)
 	}
-	out = Output{Events: Events{{Kind: EventLease, Group: "g", Term: 2, Leader: "a", LeaseUntil: 900}}}
+	out = Output{Events: []Event{{Kind: EventLease, Group: "g", Term: 2, Leader: "a", LeaseUntil: 900}}}
 	gate.Apply(&out, disk.save)
 	if len(out.Events) != 0 {
 		t.Fatalf("a lease of a held leadership was delivered: %v", kinds(out.Events))
@@ -112,9 +112,9 @@ func TestPersistGateHoldsLeadership(t *testing.T) {
 	}
 	// A leadership that ends while unsaved is never delivered; its end is.
 	disk.failing = true
-	out = Output{Persist: States{{Group: "g", Term: 3, Vote: "a"}}, Events: Events{{Kind: EventBecameLeader, Group: "g", Term: 3}}}
+	out = Output{Persist: []GroupState{{Group: "g", Term: 3, Vote: "a"}}, Events: []Event{{Kind: EventBecameLeader, Group: "g", Term: 3}}}
 	gate.Apply(&out, disk.save)
-	out = Output{Events: Events{{Kind: EventSteppedDown, Group: "g", Term: 3}}}
+	out = Output{Events: []Event{{Kind: EventSteppedDown, Group: "g", Term: 3}}}
 	gate.Apply(&out, disk.save)
 	disk.failing = false
 	out2 := Output{}
@@ -141,7 +141,7 @@ func TestPersistGateHoldsConfigEvents(t *testing.T) {
 	gate.Apply(&out, disk.save)
 	out.Reset()
 	e.Step(&Input{Now: 10_000}, &out)
-	committed := func(evs Events) int {
+	committed := func(evs []Event) int {
 		for i, ev := range evs {
 			if ev.Kind == EventConfig && ev.Reason == "committed" {
 				return i
@@ -169,8 +169,8 @@ func TestPersistGateHoldsConfigEvents(t *testing.T) {
 	}
 	// Left with events held: none is delivered.
 	disk.failing = true
-	gate.Apply(&Output{Persist: States{{Group: "g", Term: 9}}, Events: Events{{Kind: EventConfig, Group: "g", Reason: "committed"}}}, disk.save)
-	out = Output{Events: Events{{Kind: EventLeft, Group: "g"}}}
+	gate.Apply(&Output{Persist: []GroupState{{Group: "g", Term: 9}}, Events: []Event{{Kind: EventConfig, Group: "g", Reason: "committed"}}}, disk.save)
+	out = Output{Events: []Event{{Kind: EventLeft, Group: "g"}}}
 	gate.Apply(&out, disk.save)
 	disk.failing = false
 	out2 := Output{}

@@ -139,11 +139,11 @@ func TestEventsCarryTheRightTerms(t *testing.T) {
 		out.Reset()
 		e.Step(&Input{Now: 0, Commands: []Command{{Kind: CmdCampaign, Group: "g"}}}, &out)
 		out.Reset()
-		e.Step(&Input{Now: 1, Inbound: Messages{{Topic: Topic("g"), Payload: []byte(`{"type":"vote","group":"g","from":"b","candidate":"a","term":1,"pre":true,"granted":true}`)}}}, &out)
+		e.Step(&Input{Now: 1, Inbound: []Message{{Topic: Topic("g"), Payload: []byte(`{"type":"vote","group":"g","from":"b","candidate":"a","term":1,"pre":true,"granted":true}`)}}}, &out)
 		// The one vote needed arrives long after the request: the lease it
 		// would grant from the request is over.
 		out.Reset()
-		e.Step(&Input{Now: 1 + 1990, Inbound: Messages{{Topic: Topic("g"), Payload: []byte(`{"type":"vote","group":"g","from":"b","candidate":"a","term":1,"granted":true}`)}}}, &out)
+		e.Step(&Input{Now: 1 + 1990, Inbound: []Message{{Topic: Topic("g"), Payload: []byte(`{"type":"vote","group":"g","from":"b","candidate":"a","term":1,"granted":true}`)}}}, &out)
 		var kinds []string
 		for _, ev := range out.Events {
 			kinds = append(kinds, ev.Kind.String())
@@ -177,7 +177,7 @@ func TestDuplicateIDs(t *testing.T) {
 	send := func(e *Engine, now int64, payloads ...string) (dups []string) {
 		for _, p := range payloads {
 			var out Output
-			e.Step(&Input{Now: now, Inbound: Messages{{Topic: Topic("g"), Payload: []byte(p)}}}, &out)
+			e.Step(&Input{Now: now, Inbound: []Message{{Topic: Topic("g"), Payload: []byte(p)}}}, &out)
 			for _, ev := range out.Events {
 				if ev.Kind == EventDuplicateID {
 					dups = append(dups, ev.Reason)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/abi"
 	"github.com/electcore/electcore/internal/engineerr"
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport"
@@ -859,7 +860,7 @@ func (a *Agent) apply(out *core.Output, in *core.Input, reqs []*request) {
 		if el == nil {
 			return nil // left in this batch: nothing more is sent for it
 		}
-		b, err := p.MarshalMsg(nil)
+		b, err := abi.MarshalState(nil, &p)
 		if err == nil {
 			err = a.store.Save(StateName(el.cfg.ID, p.Group), b)
 		}

@@ -106,7 +106,7 @@ func TestSaveFailureHoldsPublishes(t *testing.T) {
 type scriptedCore struct {
 	nativeCore
 	mu   sync.Mutex
-	next core.Events
+	next []core.Event
 }
 
 func (s *scriptedCore) Step(in *core.Input, out *core.Output) error {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/abi"
 	"github.com/electcore/electcore/statestore"
 )
 
@@ -60,7 +61,7 @@ func loadState(s Store, id, group string) (core.GroupState, error) {
 		return core.GroupState{}, fmt.Errorf("host: group %q: %w: %w%s", group, ErrStateUnusable, err, hint)
 	}
 	var st core.GroupState
-	if rest, err := st.UnmarshalMsg(b); err != nil || len(rest) != 0 {
+	if rest, err := abi.UnmarshalState(b, &st); err != nil || len(rest) != 0 {
 		return core.GroupState{}, fmt.Errorf("host: group %q: %w: state %q does not decode (%v)%s", group, ErrStateUnusable, name, err, hint)
 	}
 	if st.Group != group {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/abi"
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport/mem"
 )
@@ -35,7 +36,7 @@ func TestJoinRefusesUnusableState(t *testing.T) {
 		return core.Config{ID: "a", Group: group, Members: []string{"a", "b", "c"}}
 	}
 	save := func(group string, st core.GroupState) {
-		b, _ := st.MarshalMsg(nil)
+		b, _ := abi.MarshalState(nil, &st)
 		if err := store.Save(StateName("a", group), b); err != nil {
 			t.Fatal(err)
 		}

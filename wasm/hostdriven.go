@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/abi"
 )
 
 // core.Driver may hold a group's publishes across calls (until its state is
@@ -53,7 +54,7 @@ var (
 
 func hdSave(p core.GroupState) error {
 	var err error
-	if stateBuf, err = p.MarshalMsg(stateBuf[:0]); err != nil {
+	if stateBuf, err = abi.MarshalState(stateBuf[:0], &p); err != nil {
 		return err
 	}
 	rc := hostPersist(saddr(p.Group), uint32(len(p.Group)), addr(stateBuf), uint32(len(stateBuf)))
@@ -135,11 +136,11 @@ func hdJoin(configLen, stateLen uint32) int64 {
 			return err
 		}
 		var spec core.GroupSpec
-		if _, err := spec.Config.UnmarshalMsg(cb); err != nil {
+		if _, err := abi.UnmarshalConfig(cb, &spec.Config); err != nil {
 			return fail(errDecode, "hd_join: decode config: "+err.Error())
 		}
 		if len(sb) > 0 {
-			if _, err := spec.State.UnmarshalMsg(sb); err != nil {
+			if _, err := abi.UnmarshalState(sb, &spec.State); err != nil {
 				return fail(errDecode, "hd_join: decode state: "+err.Error())
 			}
 		}

@@ -151,7 +151,7 @@ func statusBytes(group string) error {
 		return fail(errNotFound, "group "+strconv.Quote(group)+" not joined")
 	}
 	var err error
-	outBuf, err = st.MarshalMsg(outBuf[:0])
+	outBuf, err = abi.MarshalStatus(outBuf[:0], &st)
 	if err != nil {
 		return fail(errEncode, "encode status: "+err.Error())
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/core/sim"
+	"github.com/electcore/electcore/internal/abi"
 	"github.com/spf13/cobra"
 )
 
@@ -469,7 +470,7 @@ func printTrace(w io.Writer, res *sim.Result) {
 		for n, nt := range res.Trace.Nodes {
 			for _, s := range nt.Steps {
 				var out core.Output
-				out.UnmarshalMsg(s.Output)
+				abi.UnmarshalOutput(s.Output, &out)
 				fresh := ""
 				if s.Fresh {
 					fresh = " (fresh)"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
+	"github.com/electcore/electcore/internal/abi"
 	"github.com/electcore/electcore/statestore"
 )
 
@@ -23,7 +24,7 @@ func TestE2ETermSpentRecovery(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := (&core.GroupState{Group: c.group, Term: core.MaxTerm}).MarshalMsg(nil)
+		b, _ := abi.MarshalState(nil, &core.GroupState{Group: c.group, Term: core.MaxTerm})
 		if err := store.Save(host.StateName(id, c.group), b); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/abi"
 )
 
 // Run simulates one seed. It returns an error only for invalid Options or a
@@ -652,7 +653,7 @@ func (w *world) step(n *node) error {
 	err := n.st.Step(&in, out)
 	w.res.Steps++
 	n.moves += 1 + uint64(len(in.Inbound))
-	w.buf, _ = out.MarshalMsg(w.buf[:0])
+	w.buf, _ = abi.EncodeOutput(w.buf[:0], out)
 	writeStep(w.h, n.idx, w.buf)
 	if w.trace != nil {
 		w.trace.add(n.idx, w.now, fresh, &in, w.buf)

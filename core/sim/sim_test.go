@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/abi"
 )
 
 // faultSeeds is how many seeds of the whole fault mix each mode runs:
@@ -178,7 +179,7 @@ func TestMembershipHappens(t *testing.T) {
 					confRestarts++
 				}
 				var out core.Output
-				if _, err := out.UnmarshalMsg(st.Output); err != nil {
+				if _, err := abi.UnmarshalOutput(st.Output, &out); err != nil {
 					t.Fatal(err)
 				}
 				for _, ev := range out.Events {
@@ -410,7 +411,7 @@ func TestWallClockDoesNotMatter(t *testing.T) {
 		for _, n := range res.Trace.Nodes {
 			for _, s := range n.Steps {
 				var out core.Output
-				out.UnmarshalMsg(s.Output)
+				abi.UnmarshalOutput(s.Output, &out)
 				fmt.Fprintf(&b, "%d %s persist=%v wake=%d pubs=%d", s.AtMs, n.ID, out.Persist, out.WakeAt, len(out.Publishes))
 				for _, e := range out.Events {
 					fmt.Fprintf(&b, " %+v", e)

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/abi"
 )
 
 // Trace is everything each node's engine was given and gave back, in order:
@@ -100,11 +101,11 @@ func (t *Trace) Replay(newStepper func(id string) (Stepper, error)) error {
 				closeStepper(st)
 				return fmt.Errorf("replay %s step %d (t=%d): %w", nt.ID, i, s.AtMs, err)
 			}
-			got, _ := out.MarshalMsg(nil)
+			got, _ := abi.EncodeOutput(nil, &out)
 			if !bytes.Equal(got, s.Output) {
 				closeStepper(st)
 				var want core.Output
-				want.UnmarshalMsg(s.Output)
+				abi.UnmarshalOutput(s.Output, &want)
 				return fmt.Errorf("replay %s step %d (t=%d): output differs\n input: %s\n  want: %s\n   got: %s",
 					nt.ID, i, s.AtMs, FormatInput(&s.Input), FormatOutput(&want), FormatOutput(&out))
 			}
@@ -138,7 +139,7 @@ func (t *Trace) excerpt(ids []string, from, to int64, max int) string {
 				continue
 			}
 			var out core.Output
-			out.UnmarshalMsg(s.Output)
+			abi.UnmarshalOutput(s.Output, &out)
 			txt := fmt.Sprintf("%7d %s now=%d %s → %s", s.AtMs, nt.ID, s.Input.Now, FormatInput(&s.Input), FormatOutput(&out))
 			lines = append(lines, line{s.AtMs, n, txt})
 		}

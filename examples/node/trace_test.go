@@ -20,6 +20,7 @@ import (
 	"testing"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/abi"
 	"github.com/tinylib/msgp/msgp"
 )
 
@@ -47,13 +48,13 @@ func TestTrace(t *testing.T) {
 	var out core.Output
 	for i, b := range ins {
 		in = core.Input{}
-		if rest, err := in.UnmarshalMsg(b); err != nil || len(rest) != 0 {
+		if rest, err := abi.UnmarshalInput(b, &in); err != nil || len(rest) != 0 {
 			t.Fatalf("batch %d: %v (%d bytes left over)", i, err, len(rest))
 		}
 		out.Reset()
 		eng.Step(&in, &out)
 		var err error
-		if outs[i], err = out.MarshalMsg(nil); err != nil {
+		if outs[i], err = abi.EncodeOutput(nil, &out); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -79,7 +80,7 @@ func summarize(t *testing.T, outs [][]byte) {
 	pubs := 0
 	for _, b := range outs {
 		var o core.Output
-		if _, err := o.UnmarshalMsg(b); err != nil {
+		if _, err := abi.UnmarshalOutput(b, &o); err != nil {
 			t.Fatal(err)
 		}
 		pubs += len(o.Publishes)
@@ -219,7 +220,7 @@ func record(t *testing.T) [][]byte {
 				continue
 			}
 			in := core.Input{Now: now, Wall: wall0 + now, Join: n.join, Inbound: n.inbox, Commands: n.cmds}
-			b, err := in.MarshalMsg(nil)
+			b, err := abi.MarshalInput(nil, &in)
 			if err != nil {
 				t.Fatal(err)
 			}

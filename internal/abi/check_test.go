@@ -92,7 +92,7 @@ func TestCheckBatchMatchesReference(t *testing.T) {
 			Commands: []core.Command{{Kind: core.CmdCampaign, Group: "g"}, {Kind: core.CmdTransfer, Group: "g", Target: "b"}}},
 	}
 	for _, in := range real {
-		enc, err := in.MarshalMsg(nil)
+		enc, err := MarshalInput(nil, &in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func TestCheckBatchMatchesReference(t *testing.T) {
 }
 
 func BenchmarkCheckBatch(b *testing.B) {
-	enc, _ := (&core.Input{Now: 3, Inbound: []core.Message{{Topic: "election:g", Payload: []byte(`{"type":"heartbeat","leader":"a","term":1,"from":"a","group":"g","seq":1}`)}}}).MarshalMsg(nil)
+	enc, _ := MarshalInput(nil, &core.Input{Now: 3, Inbound: []core.Message{{Topic: "election:g", Payload: []byte(`{"type":"heartbeat","leader":"a","term":1,"from":"a","group":"g","seq":1}`)}}})
 	b.Run("impl=walk", func(b *testing.B) {
 		for b.Loop() {
 			_ = CheckBatch(enc)
@@ -153,7 +153,7 @@ func TestCheckBatchLimits(t *testing.T) {
 	// Real batches pass.
 	c := ed25519Config("a", "b")
 	in := core.Input{Now: 1, Join: []core.GroupSpec{{Config: c}}, Inbound: []core.Message{{Topic: "t", Payload: []byte("x")}}, Commands: []core.Command{{Kind: core.CmdCampaign, Group: "g"}}}
-	enc, err := in.MarshalMsg(nil)
+	enc, err := MarshalInput(nil, &in)
 	if err != nil {
 		t.Fatal(err)
 	}

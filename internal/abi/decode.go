@@ -30,7 +30,7 @@ func DecodeInput(b []byte, in *core.Input) error {
 	// A fresh Input: the generated decoder, reusing elements, would leave a
 	// previous batch's field in an element whose key this batch omits.
 	*in = core.Input{}
-	_, err := in.UnmarshalMsg(b)
+	_, err := (*input)(in).UnmarshalMsg(b)
 	return err
 }
 
@@ -93,7 +93,7 @@ func decodeCommon(b []byte, in *core.Input) bool {
 				return false
 			}
 			if cap(msgs) < cnt {
-				msgs = make(core.Messages, 0, cnt)
+				msgs = make([]core.Message, 0, cnt)
 			}
 			prev := msgs[:cnt]
 			msgs = msgs[:0]

@@ -14,7 +14,7 @@ func decodeReference(b []byte) (core.Input, error) {
 	if err := CheckBatch(b); err != nil {
 		return in, err
 	}
-	_, err := in.UnmarshalMsg(b)
+	_, err := UnmarshalInput(b, &in)
 	return in, err
 }
 
@@ -22,17 +22,17 @@ func decodeInputSeeds(tb testing.TB) [][]byte {
 	hb := []byte(`{"type":"heartbeat","leader":"a","term":1,"from":"a","group":"g","seq":1}`)
 	inputs := []core.Input{
 		{},
-		{Now: 3, Inbound: core.Messages{{Topic: core.Topic("g"), Payload: hb}}},
-		{Now: -1, Wall: 1 << 40, Inbound: core.Messages{{Topic: core.Topic("g"), Payload: hb}, {Topic: core.Topic("h"), Payload: nil}}},
-		{Now: 1, Join: core.Joins{{Config: core.Config{ID: "b", Group: "g", Members: []string{"a", "b"}}}}},
-		{Now: 7, Commands: core.Commands{{Kind: core.CmdResign, Group: "g"}}},
-		{Now: 1 << 62, Inbound: core.Messages{{Topic: string(make([]byte, 300)), Payload: make([]byte, 70000)}}},
-		{Now: 4, Inbound: core.Messages{{Topic: "stalE", Payload: hb}, {Topic: "stale", Payload: hb}}}, // as long as the reused topic
-		{Now: 5, Inbound: core.Messages{{Topic: core.Topic("g"), Payload: hb}}, Backlog: true},
+		{Now: 3, Inbound: []core.Message{{Topic: core.Topic("g"), Payload: hb}}},
+		{Now: -1, Wall: 1 << 40, Inbound: []core.Message{{Topic: core.Topic("g"), Payload: hb}, {Topic: core.Topic("h"), Payload: nil}}},
+		{Now: 1, Join: []core.GroupSpec{{Config: core.Config{ID: "b", Group: "g", Members: []string{"a", "b"}}}}},
+		{Now: 7, Commands: []core.Command{{Kind: core.CmdResign, Group: "g"}}},
+		{Now: 1 << 62, Inbound: []core.Message{{Topic: string(make([]byte, 300)), Payload: make([]byte, 70000)}}},
+		{Now: 4, Inbound: []core.Message{{Topic: "stalE", Payload: hb}, {Topic: "stale", Payload: hb}}}, // as long as the reused topic
+		{Now: 5, Inbound: []core.Message{{Topic: core.Topic("g"), Payload: hb}}, Backlog: true},
 	}
 	var seeds [][]byte
 	for _, in := range inputs {
-		b, err := in.MarshalMsg(nil)
+		b, err := MarshalInput(nil, &in)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func FuzzDecodeInput(f *testing.F) {
 	var reused core.Input
 	// A previous batch in the reused Input: a message at index 0 that a
 	// batch omitting "t" or "p" must not inherit.
-	prev, _ := (&core.Input{Now: 9, Wall: 9, Inbound: core.Messages{{Topic: "stale", Payload: []byte("stale")}}, Commands: core.Commands{{Kind: core.CmdLeave, Group: "stale"}}}).MarshalMsg(nil)
+	prev, _ := MarshalInput(nil, &core.Input{Now: 9, Wall: 9, Inbound: []core.Message{{Topic: "stale", Payload: []byte("stale")}}, Commands: []core.Command{{Kind: core.CmdLeave, Group: "stale"}}})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if err := DecodeInput(prev, &reused); err != nil {
 			t.Fatal(err)
@@ -77,8 +77,8 @@ func FuzzDecodeInput(f *testing.F) {
 		if gotErr != nil {
 			return
 		}
-		we, err1 := want.MarshalMsg(nil)
-		ge, err2 := reused.MarshalMsg(nil)
+		we, err1 := MarshalInput(nil, &want)
+		ge, err2 := MarshalInput(nil, &reused)
 		if err1 != nil || err2 != nil || !bytes.Equal(we, ge) {
 			t.Fatalf("% x: DecodeInput gave %+v, reference %+v", b, reused, want)
 		}
@@ -91,12 +91,12 @@ func TestDecodeInputCommonPath(t *testing.T) {
 	hb := []byte(`{"type":"heartbeat","leader":"a","term":1,"from":"a","group":"g","seq":1}`)
 	for _, in := range []core.Input{
 		{Now: 3},
-		{Now: 3, Wall: 1_700_000_000_000, Inbound: core.Messages{{Topic: core.Topic("g"), Payload: hb}}},
-		{Now: 1 << 40, Inbound: core.Messages{{Topic: core.Topic("g"), Payload: hb}, {Topic: core.Topic("h"), Payload: make([]byte, 300)}}},
+		{Now: 3, Wall: 1_700_000_000_000, Inbound: []core.Message{{Topic: core.Topic("g"), Payload: hb}}},
+		{Now: 1 << 40, Inbound: []core.Message{{Topic: core.Topic("g"), Payload: hb}, {Topic: core.Topic("h"), Payload: make([]byte, 300)}}},
 		// A host with more waiting: the overloaded case, fast too.
-		{Now: 5, Inbound: core.Messages{{Topic: core.Topic("g"), Payload: hb}}, Backlog: true},
+		{Now: 5, Inbound: []core.Message{{Topic: core.Topic("g"), Payload: hb}}, Backlog: true},
 	} {
-		b, err := in.MarshalMsg(nil)
+		b, err := MarshalInput(nil, &in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,8 +108,8 @@ func TestDecodeInputCommonPath(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ge, _ := got.MarshalMsg(nil)
-		we, _ := want.MarshalMsg(nil)
+		ge, _ := MarshalInput(nil, &got)
+		we, _ := MarshalInput(nil, &want)
 		if !bytes.Equal(ge, we) || got.Backlog != in.Backlog {
 			t.Fatalf("fast path %+v, reference %+v", got, want)
 		}
@@ -141,8 +141,8 @@ func TestDecodeInputNodeLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ge, _ := got.MarshalMsg(nil)
-	we, _ := want.MarshalMsg(nil)
+	ge, _ := MarshalInput(nil, &got)
+	we, _ := MarshalInput(nil, &want)
 	if !bytes.Equal(ge, we) || got.Now != 7 || len(got.Inbound) != 1 || got.Inbound[0].Topic != "election:g" {
 		t.Fatalf("fast path %+v, reference %+v", got, want)
 	}
@@ -157,7 +157,7 @@ func TestDecodeInputReusedTopics(t *testing.T) {
 		for _, tp := range topics {
 			batch.Inbound = append(batch.Inbound, core.Message{Topic: tp, Payload: []byte("{}")})
 		}
-		b, _ := batch.MarshalMsg(nil)
+		b, _ := MarshalInput(nil, &batch)
 		if err := DecodeInput(b, &in); err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +176,7 @@ func TestDecodeInputReusedTopics(t *testing.T) {
 // CheckBatch + the generated decoder (what the module ran before).
 func BenchmarkDecodeInput(b *testing.B) {
 	hb := []byte(`{"type":"heartbeat","leader":"a","term":1,"from":"a","group":"g","seq":1}`)
-	enc, _ := (&core.Input{Now: 3, Inbound: core.Messages{{Topic: core.Topic("g"), Payload: hb}}}).MarshalMsg(nil)
+	enc, _ := MarshalInput(nil, &core.Input{Now: 3, Inbound: []core.Message{{Topic: core.Topic("g"), Payload: hb}}})
 	b.Run("impl=DecodeInput", func(b *testing.B) {
 		var in core.Input
 		for b.Loop() {
@@ -192,7 +192,7 @@ func BenchmarkDecodeInput(b *testing.B) {
 				b.Fatal(err)
 			}
 			in = core.Input{Join: in.Join[:0], Inbound: in.Inbound[:0], Commands: in.Commands[:0]}
-			if _, err := in.UnmarshalMsg(enc); err != nil {
+			if _, err := UnmarshalInput(enc, &in); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -44,7 +44,7 @@ func EncodeOutput(b []byte, o *core.Output) ([]byte, error) {
 		b = append(b, "\xa7persist"...)
 		b = appendArrayHeader(b, len(o.Persist))
 		for k := range o.Persist {
-			if b, err = o.Persist[k].MarshalMsg(b); err != nil {
+			if b, err = (*groupState)(&o.Persist[k]).MarshalMsg(b); err != nil {
 				return b, err
 			}
 		}
@@ -85,7 +85,7 @@ func EncodeOutput(b []byte, o *core.Output) ([]byte, error) {
 		b = append(b, "\xa2ev"...)
 		b = appendArrayHeader(b, len(o.Events))
 		for k := range o.Events {
-			if b, err = o.Events[k].MarshalMsg(b); err != nil {
+			if b, err = (*event)(&o.Events[k]).MarshalMsg(b); err != nil {
 				return b, err
 			}
 		}

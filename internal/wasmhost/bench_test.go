@@ -64,11 +64,11 @@ func newMsgpStepper() *msgpStepper {
 
 func (m *msgpStepper) Step(in *core.Input, out *core.Output) error {
 	var err error
-	if m.inb, err = in.MarshalMsg(m.inb[:0]); err != nil {
+	if m.inb, err = abi.MarshalInput(m.inb[:0], in); err != nil {
 		return err
 	}
 	m.stepBytes()
-	_, err = out.UnmarshalMsg(m.outb)
+	_, err = abi.UnmarshalOutput(m.outb, out)
 	return err
 }
 
@@ -186,7 +186,7 @@ func baselineRuntime(tb testing.TB) *Runtime {
 type recordingStepper struct{ ins [][]byte }
 
 func (r *recordingStepper) Step(in *core.Input, out *core.Output) error {
-	b, err := in.MarshalMsg(nil)
+	b, err := abi.MarshalInput(nil, in)
 	r.ins = append(r.ins, b)
 	return err
 }
@@ -214,7 +214,7 @@ func benchNode(b *testing.B, engine string, empty bool) {
 	var loop [][]byte
 	for k := range 50 {
 		in.Now = 3 + int64(k)
-		enc, err := in.MarshalMsg(nil)
+		enc, err := abi.MarshalInput(nil, in)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -281,7 +281,7 @@ func benchModuleWork(b *testing.B, empty bool) {
 	encs := make([][]byte, 50)
 	for k := range encs {
 		in.Now = 3 + int64(k)
-		encs[k], _ = in.MarshalMsg(nil)
+		encs[k], _ = abi.MarshalInput(nil, in)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -319,7 +319,7 @@ func BenchmarkStepRatio(b *testing.B) {
 			encs := make([][]byte, 50)
 			for k := range encs {
 				nin.Now = 3 + int64(k)
-				encs[k], _ = nin.MarshalMsg(nil)
+				encs[k], _ = abi.MarshalInput(nil, nin)
 			}
 			var out core.Output
 			var nativeNs, wasmNs, ratios []float64
@@ -427,12 +427,12 @@ type extismStepper struct {
 }
 
 func (s extismStepper) Step(in *core.Input, out *core.Output) error {
-	b, _ := in.MarshalMsg(nil)
+	b, _ := abi.MarshalInput(nil, in)
 	rc, ob, err := s.p.Call("step", b)
 	if err != nil || rc != 0 {
 		return fmt.Errorf("rc %d: %v", rc, err)
 	}
-	_, err = out.UnmarshalMsg(ob)
+	_, err = abi.UnmarshalOutput(ob, out)
 	return err
 }
 

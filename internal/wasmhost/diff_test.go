@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/abi"
 )
 
 // instancePool hands out module instances reset to a fresh engine, so a
@@ -73,12 +74,12 @@ type dualStepper struct {
 
 func (d *dualStepper) Step(in *core.Input, out *core.Output) error {
 	var err error
-	if d.in, err = in.MarshalMsg(d.in[:0]); err != nil {
+	if d.in, err = abi.MarshalInput(d.in[:0], in); err != nil {
 		return err
 	}
 	d.nout.Reset()
 	d.nat.Step(in, &d.nout)
-	if d.want, err = d.nout.MarshalMsg(d.want[:0]); err != nil {
+	if d.want, err = abi.EncodeOutput(d.want[:0], &d.nout); err != nil {
 		return err
 	}
 	got, err := d.inst.StepBytes(d.in)
@@ -88,7 +89,7 @@ func (d *dualStepper) Step(in *core.Input, out *core.Output) error {
 	*d.steps++
 	if !bytes.Equal(got, d.want) && *d.diff == "" {
 		var g core.Output
-		g.UnmarshalMsg(got)
+		abi.UnmarshalOutput(got, &g)
 		*d.diff = fmt.Sprintf("%s step %d: outputs differ\ninput:  %+v\nnative: %+v\nwasm:   %+v", d.label, *d.steps, *in, d.nout, g)
 	}
 	var sc core.Output

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/abi"
 )
 
 // EngineConfig configures Runtime.NewEngine.
@@ -130,8 +131,8 @@ func (e *Engine) restoreLocked(out *core.Output) error {
 	for k, g := range e.order {
 		spec := e.specs[g]
 		in.Join = append(in.Join, *spec)
-		size += spec.Msgsize()
-		if k < len(e.order)-1 && size+e.specs[e.order[k+1]].Msgsize() <= restoreBatchBytes {
+		size += abi.SpecSize(spec)
+		if k < len(e.order)-1 && size+abi.SpecSize(e.specs[e.order[k+1]]) <= restoreBatchBytes {
 			continue
 		}
 		np := len(out.Persist)

@@ -11,6 +11,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/abi"
 )
 
 var (
@@ -49,13 +50,13 @@ type extismDual struct {
 }
 
 func (d *extismDual) Step(in *core.Input, out *core.Output) error {
-	b, err := in.MarshalMsg(nil)
+	b, err := abi.MarshalInput(nil, in)
 	if err != nil {
 		return err
 	}
 	d.nout.Reset()
 	d.nat.Step(in, &d.nout)
-	want, _ := d.nout.MarshalMsg(nil)
+	want, _ := abi.EncodeOutput(nil, &d.nout)
 	rc, got, err := d.p.Call("step", b)
 	if err != nil || rc != 0 {
 		return fmt.Errorf("extism step: rc %d: %v", rc, err)
@@ -74,13 +75,13 @@ func TestExtismSDK(t *testing.T) {
 
 	// join, status, and a refused second join.
 	cfg := core.Config{ID: "x", Group: "gx", Members: []string{"x", "y", "z"}}
-	in, _ := (&core.Input{Now: 5, Join: []core.GroupSpec{{Config: cfg}}}).MarshalMsg(nil)
+	in, _ := abi.MarshalInput(nil, &core.Input{Now: 5, Join: []core.GroupSpec{{Config: cfg}}})
 	rc, outb, err := p.Call("join", in)
 	if err != nil || rc != 0 {
 		t.Fatalf("join: %d %v", rc, err)
 	}
 	var out core.Output
-	if _, err := out.UnmarshalMsg(outb); err != nil || len(out.Events) == 0 || out.Events[0].Kind != core.EventJoined {
+	if _, err := abi.UnmarshalOutput(outb, &out); err != nil || len(out.Events) == 0 || out.Events[0].Kind != core.EventJoined {
 		t.Fatalf("join output %+v %v", out, err)
 	}
 	if rc, _, err := p.Call("join", in); rc == 0 || err == nil {
@@ -93,7 +94,7 @@ func TestExtismSDK(t *testing.T) {
 	if err != nil || rc != 0 {
 		t.Fatalf("status: %d %v", rc, err)
 	}
-	if _, err := st.UnmarshalMsg(sb); err != nil || st.ID != "x" {
+	if _, err := abi.UnmarshalStatus(sb, &st); err != nil || st.ID != "x" {
 		t.Fatalf("status %+v %v", st, err)
 	}
 	if rc, _, err := p.Call("status", []byte("nope")); rc == 0 || err == nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/abi"
 	"github.com/electcore/electcore/internal/testwasm"
 )
 
@@ -91,7 +92,7 @@ func TestHostDriven(t *testing.T) {
 			},
 			Log: func(level int32, m string) { t.Logf("%s log %d: %s", id, level, m) },
 		})
-		cfg, _ := (&core.Config{ID: id, Group: "hg", Members: ids, HeartbeatMs: 20, ElectionTimeoutMs: 100}).MarshalMsg(nil)
+		cfg, _ := abi.MarshalConfig(nil, &core.Config{ID: id, Group: "hg", Members: ids, HeartbeatMs: 20, ElectionTimeoutMs: 100})
 		d, err := inst.HD("hd_join", cfg, uint64(len(cfg)), 0)
 		if err != nil {
 			t.Fatal(err)
@@ -183,7 +184,7 @@ func TestHostDriven(t *testing.T) {
 	}
 	for i, n := range nodes {
 		var st core.GroupState
-		if _, err := st.UnmarshalMsg(n.persisted["hg"]); err != nil || st.Term == 0 {
+		if _, err := abi.UnmarshalState(n.persisted["hg"], &st); err != nil || st.Term == 0 {
 			t.Fatalf("%s persisted %+v %v", ids[i], st, err)
 		}
 	}

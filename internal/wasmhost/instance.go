@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/abi"
 	"github.com/electcore/electcore/internal/fuel"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -273,7 +274,7 @@ func (i *Instance) Step(in *core.Input, out *core.Output) error {
 
 func (i *Instance) stepLocked(op string, f api.Function, in *core.Input, out *core.Output) error {
 	var err error
-	if i.buf, err = in.MarshalMsg(i.buf[:0]); err != nil {
+	if i.buf, err = abi.MarshalInput(i.buf[:0], in); err != nil {
 		return fmt.Errorf("host: encoding input: %w", err)
 	}
 	b, err := i.stepRaw(op, f, i.buf)
@@ -293,7 +294,7 @@ func decodeOutput(b []byte, out, scratch *core.Output) error {
 		dst.Reset()
 	}
 	clear(dst.Publishes[:cap(dst.Publishes)])
-	if _, err := dst.UnmarshalMsg(b); err != nil {
+	if _, err := abi.UnmarshalOutput(b, dst); err != nil {
 		return fmt.Errorf("host: decoding module output: %w", err)
 	}
 	if dst != out {
@@ -334,7 +335,7 @@ func (i *Instance) Status(group string) (st core.Status, ok bool, err error) {
 	if err != nil {
 		return st, false, err
 	}
-	if _, err := st.UnmarshalMsg(b); err != nil {
+	if _, err := abi.UnmarshalStatus(b, &st); err != nil {
 		return st, false, fmt.Errorf("host: decoding status: %w", err)
 	}
 	return st, true, nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
+	"github.com/electcore/electcore/internal/abi"
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport"
 	"github.com/tetratelabs/wazero"
@@ -206,7 +207,7 @@ func (r *Runner) instantiateAndJoin(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	r.inst = inst
-	cfgb, err := r.cfg.MarshalMsg(nil)
+	cfgb, err := abi.MarshalConfig(nil, &r.cfg)
 	if err != nil {
 		return 0, err
 	}

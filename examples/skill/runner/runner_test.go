@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/internal/abi"
 	"github.com/electcore/electcore/internal/testwasm"
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport"
@@ -103,7 +104,7 @@ func (c *checkedBus) Publish(ctx context.Context, topic string, payload []byte) 
 	if json.Unmarshal(payload, &m) == nil && !m.Pre {
 		var st core.GroupState
 		b, _ := c.store.Load(c.name)
-		st.UnmarshalMsg(b)
+		abi.UnmarshalState(b, &st)
 		if m.Term > st.Term {
 			c.t.Errorf("published term %d before persisting it (persisted %d): %s", m.Term, st.Term, payload)
 		}
