@@ -33,6 +33,10 @@ func TestValueAndProclaim(t *testing.T) {
 		}
 		t.Cleanup(func() { ag.Close(ctx) })
 		cfg := fastConfig(id, "g", ids)
+		// A lease of about a second: the test needs one leadership
+		// throughout (a proclaim makes no new term), also under -race on
+		// a loaded machine, where a 100 ms lease is lost to scheduling.
+		cfg.HeartbeatMs, cfg.ElectionTimeoutMs = 100, 1000
 		cfg.Value = "http://" + id + ".example:8080"
 		el, err := ag.Join(ctx, cfg, Callbacks{OnValue: func(leader string, term uint64, value string) {
 			seen <- valueSeen{id, leader, value, term}
@@ -42,7 +46,8 @@ func TestValueAndProclaim(t *testing.T) {
 		}
 		els[id] = el
 	}
-	// waitAll waits until every agent reported value; it returns the term.
+	// waitAll waits until every agent's latest report of value names one
+	// leadership; it returns it.
 	var early []valueSeen // seen before waitAll was asked
 	waitAll := func(value string) (string, uint64) {
 		t.Helper()
@@ -53,26 +58,31 @@ func TestValueAndProclaim(t *testing.T) {
 			}
 		}
 		early = nil
+		agreed := func() (string, uint64, bool) {
+			var leader string
+			var term uint64
+			for _, s := range got {
+				if leader != "" && (s.leader != leader || s.term != term) {
+					return "", 0, false
+				}
+				leader, term = s.leader, s.term
+			}
+			return leader, term, len(got) == len(ids)
+		}
 		timeout := time.After(30 * time.Second)
-		for len(got) < len(ids) {
+		for {
+			if leader, term, ok := agreed(); ok {
+				return leader, term
+			}
 			select {
 			case s := <-seen:
 				if s.value == value {
 					got[s.at] = s
 				}
 			case <-timeout:
-				t.Fatalf("value %q reached only %v", value, got)
+				t.Fatalf("value %q not reported by every agent for one leadership: %v", value, got)
 			}
 		}
-		var leader string
-		var term uint64
-		for _, s := range got {
-			if leader != "" && (s.leader != leader || s.term != term) {
-				t.Fatalf("value %q reported for different leaderships: %v", value, got)
-			}
-			leader, term = s.leader, s.term
-		}
-		return leader, term
 	}
 	var leader string
 	var term uint64
