@@ -810,7 +810,7 @@ func (a *Agent) countLost(msgs []core.Message) {
 	for _, m := range msgs {
 		a.c.dropped.Add(1)
 		if from := senderOf(m.Payload); from != "" {
-			if _, ok := a.inbox.known[m.Topic][from]; ok {
+			if a.inbox.member(m.Topic, from) {
 				a.c.droppedMember.Add(1)
 			}
 		}

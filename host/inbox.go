@@ -23,21 +23,19 @@ import (
 type inbox struct {
 	shared  []core.Message // from head on
 	head    int
-	lanes   map[laneKey]*lane
-	order   []laneKey                    // lanes with messages, oldest first
-	known   map[string]map[string]string // topic → member ids (each mapped to itself: lane keys share one string)
-	pending int                          // messages in lanes
+	topics  map[string]map[string]*lane // topic → member id → that member's lane
+	order   []*lane                     // lanes with messages, oldest first
+	pending int                         // messages in lanes
 }
 
-type laneKey struct{ topic, from string }
-
-// lane is one member's queue. It stays when emptied, with its array: in
-// the steady state a lane holds one heartbeat or ack at a time, and
-// creating and deleting it for each cost a map write and an allocation
-// per message.
+// lane is one known member's queue. It exists from the moment the member
+// is known and keeps its array when emptied: in the steady state a lane
+// holds one heartbeat or ack at a time, and creating and deleting it for
+// each cost a map write and an allocation per message.
 type lane struct {
 	q    []core.Message // from head on
 	head int
+	gone bool // its group was left (forget): take skips it
 }
 
 func (l *lane) len() int { return len(l.q) - l.head }
@@ -49,17 +47,17 @@ const memberLane = 256
 // setMembers makes ids known members of topic (added to those known: a
 // member removed since is still heard while the others learn it).
 func (in *inbox) setMembers(topic string, ids []string) {
-	if in.known == nil {
-		in.known = map[string]map[string]string{}
+	if in.topics == nil {
+		in.topics = map[string]map[string]*lane{}
 	}
-	m := in.known[topic]
+	m := in.topics[topic]
 	if m == nil {
-		m = map[string]string{}
-		in.known[topic] = m
+		m = map[string]*lane{}
+		in.topics[topic] = m
 	}
 	for _, id := range ids {
-		if _, ok := m[id]; !ok {
-			m[id] = id
+		if m[id] == nil {
+			m[id] = &lane{}
 		}
 	}
 }
@@ -67,17 +65,18 @@ func (in *inbox) setMembers(topic string, ids []string) {
 // forget drops topic's members and queued messages (the group was left).
 // It visits only that topic's lanes (one per member ever known), not every
 // lane: an agent leaving ten thousand groups would otherwise scan them all
-// for each. Their keys in order are skipped by take.
+// for each. take skips them where they are still listed.
 func (in *inbox) forget(topic string) {
-	for id := range in.known[topic] {
-		k := laneKey{topic, id}
-		if l, ok := in.lanes[k]; ok {
-			in.pending -= l.len()
-			delete(in.lanes, k)
-		}
+	for _, l := range in.topics[topic] {
+		in.pending -= l.len()
+		clear(l.q)
+		l.q, l.head, l.gone = nil, 0, true
 	}
-	delete(in.known, topic)
+	delete(in.topics, topic)
 }
+
+// member reports whether from is a known member of topic.
+func (in *inbox) member(topic, from string) bool { return in.topics[topic][from] != nil }
 
 // add queues m; it reports false if m was dropped (its queue full) and
 // whether it named a known member. A member's message that finds its own
@@ -85,8 +84,8 @@ func (in *inbox) forget(topic string) {
 // member's name (with auth on, replays the core refuses cheaply) is then
 // no worse off than everything else.
 func (in *inbox) add(m core.Message, maxShared int) (queued, member bool) {
-	if id, ok := in.known[m.Topic][string(senderBytes(m.Payload))]; ok {
-		return in.addMember(m, id, maxShared), true
+	if l := in.topics[m.Topic][string(senderBytes(m.Payload))]; l != nil {
+		return in.addLane(m, l, maxShared), true
 	}
 	return in.addShared(m, maxShared), false
 }
@@ -94,28 +93,19 @@ func (in *inbox) add(m core.Message, maxShared int) (queued, member bool) {
 // addFrom is add for a message whose sender is known to be from (an
 // envelope's entry: the coalescer checked it).
 func (in *inbox) addFrom(m core.Message, from string, maxShared int) (queued, member bool) {
-	if id, ok := in.known[m.Topic][from]; ok {
-		return in.addMember(m, id, maxShared), true
+	if l := in.topics[m.Topic][from]; l != nil {
+		return in.addLane(m, l, maxShared), true
 	}
 	return in.addShared(m, maxShared), false
 }
 
-// addMember queues m in member id's lane of its topic.
-func (in *inbox) addMember(m core.Message, id string, maxShared int) bool {
-	k := laneKey{m.Topic, id}
-	l := in.lanes[k]
-	if l == nil {
-		if in.lanes == nil {
-			in.lanes = map[laneKey]*lane{}
-		}
-		l = &lane{}
-		in.lanes[k] = l
-	}
+// addLane queues m in its sender's lane l.
+func (in *inbox) addLane(m core.Message, l *lane, maxShared int) bool {
 	if l.len() >= memberLane {
 		return in.addShared(m, maxShared)
 	}
 	if l.len() == 0 {
-		in.order = append(in.order, k)
+		in.order = append(in.order, l)
 	}
 	l.q = append(l.q, m)
 	in.pending++
@@ -146,10 +136,10 @@ func (in *inbox) take(budget int) []core.Message {
 	out := make([]core.Message, 0, min(in.len(), stepMessages))
 	cost := func(m core.Message) int { return len(m.Topic) + len(m.Payload) + 16 }
 	for len(in.order) > 0 && len(out) < stepMessages && (budget > 0 || len(out) == 0) {
-		k := in.order[0]
+		l := in.order[0]
+		in.order[0] = nil
 		in.order = in.order[1:]
-		l := in.lanes[k]
-		if l == nil || l.len() == 0 { // forgotten (or listed twice, forgotten and joined again)
+		if l.gone || l.len() == 0 { // forgotten
 			continue
 		}
 		m := l.q[l.head]
@@ -160,7 +150,7 @@ func (in *inbox) take(budget int) []core.Message {
 		if l.head++; l.len() == 0 {
 			l.q, l.head = l.q[:0], 0
 		} else {
-			in.order = append(in.order, k) // to the back: one each in turn
+			in.order = append(in.order, l) // to the back: one each in turn
 		}
 	}
 	for in.head < len(in.shared) && len(out) < stepMessages && (budget > 0 || len(out) == 0) {
