@@ -91,8 +91,10 @@ test-go: wasm
 # corpus and example of RACE_PKGS, which have no TestE2E*): the whole e2e
 # suite under -race would about double CI's time. RACE_RUN='' runs all.
 RACE_RUN  ?= ^(Test[^E]|TestE[^2]|TestE2ENATS$$|TestE2EAuth$$|TestE2EDuplicateID$$|Fuzz|Example)
-# demo and sim exercise the core and the in-memory bus, covered above.
-RACE_SKIP ?= ^(TestDemoCommand|TestSimCommand)$$
+# demo and sim exercise the core and the in-memory bus, covered above; the
+# self-contained binary test runs only demo and sim, with no compilation
+# cache (a race-built wazero compiling the module: CPU, no agent).
+RACE_SKIP ?= ^(TestDemoCommand|TestSimCommand|TestSelfContainedBinary)$$
 test-race: wasm
 	ELECTCORE_WASM=$(CURDIR)/$(WASM) $(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(if $(RACE_RUN),-run '$(RACE_RUN)' -skip '$(RACE_SKIP)') $(RACE_PKGS) ./cmd/electhost
 
