@@ -409,3 +409,23 @@ func (c *coalescer) receive(now int64, topic string, payload []byte, msgs []core
 	}
 	return msgs, from, refused, nil
 }
+
+// EnvelopeFor returns what an envelope received on a peer topic
+// (PeersTopic) carries for group, in order: the payloads a listener on the
+// group's own topic would have heard, had they not been coalesced (electhost
+// status reads them so). Entries for other groups, and those whose payload
+// names another sender than the envelope's, are left out, as agents leave
+// them; a malformed envelope is an error and yields nothing.
+func EnvelopeFor(p []byte, group string) ([][]byte, error) {
+	from, spans, err := scanEnvelope(p, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for _, sp := range spans {
+		if string(sp.group) == group && bytes.Equal(senderBytes(sp.payload), from) {
+			out = append(out, sp.payload)
+		}
+	}
+	return out, nil
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,7 +15,9 @@ import (
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/host"
 	"github.com/electcore/electcore/statestore"
+	"github.com/electcore/electcore/transport/nats"
 	"github.com/electcore/electcore/transport/natstest"
+	"github.com/electcore/electcore/transport/transporttest"
 )
 
 // manyStatus is an agent's GET /status with several groups.
@@ -236,5 +239,51 @@ func TestRunManyGroupsErrors(t *testing.T) {
 				t.Fatalf("the state directory exists after a refusal (%v)", err)
 			}
 		})
+	}
+}
+
+// Agents in 16 groups or more send their heartbeats in envelopes on the
+// peer topic: status hears no leader on the group's topic alone, and hears
+// it with --members.
+func TestE2EStatusHearsCoalescedHeartbeats(t *testing.T) {
+	t.Parallel()
+	url, _ := natstest.Start(t)
+	ctx := context.Background()
+	ids := []string{"a1", "a2", "a3"}
+	var agents []*host.Agent
+	for _, id := range ids {
+		tr, err := nats.New(nats.Options{URL: url, Name: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ag, err := host.NewNativeAgent(ctx, host.AgentConfig{Transport: tr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ag.Close(ctx); tr.Close() })
+		specs := make([]host.JoinSpec, 16)
+		for i := range specs {
+			specs[i] = host.JoinSpec{Config: core.Config{ID: id, Group: fmt.Sprintf("c%02d", i), Members: ids, HeartbeatMs: 100, ElectionTimeoutMs: 600}}
+		}
+		if _, errs := ag.JoinAll(ctx, specs); errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+		agents = append(agents, ag)
+	}
+	transporttest.WaitFor(t, "every agent sends heartbeats or acks in envelopes", func() bool {
+		for _, ag := range agents {
+			if ag.Stats().Coalesced < 100 {
+				return false
+			}
+		}
+		return true
+	})
+	base := []string{"status", "--group", "c00", "--heartbeat", "100ms", "--wait", "1s", "--transport", "nats", "--broker", url}
+	if code, out, _ := runCLI(t, 30*time.Second, nil, base...); code != 1 {
+		t.Fatalf("status on the group's topic alone: exit %d, want 1 (no leader heard):\n%s", code, out)
+	}
+	code, out, errOut := runCLI(t, 30*time.Second, nil, append(base, "--members", strings.Join(ids, ","))...)
+	if code != 0 || !strings.Contains(out, "leader") {
+		t.Fatalf("status --members: exit %d, want 0 (a leader heard):\n%s\n%s", code, out, errOut)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/electcore/electcore/core"
+	"github.com/electcore/electcore/host"
 	"github.com/electcore/electcore/transport"
 	"github.com/spf13/cobra"
 )
@@ -24,6 +25,7 @@ func newStatusCmd() *cobra.Command {
 		wait      time.Duration
 		jsonOut   bool
 		watch     bool
+		members   []string
 	)
 	c := &cobra.Command{
 		Use:   "status --group G [--transport nats|pilot --broker ...]",
@@ -38,6 +40,11 @@ With --watch it keeps listening (until SIGINT/SIGTERM, or for --wait if
 given) and prints one line per change of leader or term as it is heard, and
 "no leader" when the leader has been silent for 4 heartbeats; with --json
 each change is one JSON object per line (NDJSON).
+
+Agents in 16 groups or more send their heartbeats and acks in envelopes on
+the topic of the groups' member set, not on the group's: with --members
+(the group's members, as the agents were given them) status reads that
+topic too.
 
 Exit status: 0 if a leader was heard (--watch: always, on a signal or at the
 end of --wait), 1 if none was (the status is printed anyway), 2 for bad
@@ -77,6 +84,22 @@ flags, 4 if the transport is unreachable.`,
 			}
 			if err := t.Subscribe(ctx, core.Topic(group), obs.deliver); err != nil {
 				return withCode(exitTransport, fmt.Errorf("subscribe %s: %v", core.Topic(group), err))
+			}
+			if len(members) > 0 {
+				peers := host.PeersTopic(members)
+				err := t.Subscribe(ctx, peers, func(m transport.Message) {
+					payloads, err := host.EnvelopeFor(m.Payload, group)
+					if err != nil {
+						obs.reject()
+						return
+					}
+					for _, p := range payloads {
+						obs.deliver(transport.Message{Topic: core.Topic(group), Payload: p})
+					}
+				})
+				if err != nil {
+					return withCode(exitTransport, fmt.Errorf("subscribe %s: %v", peers, err))
+				}
 			}
 			if watch {
 				var end <-chan time.Time
@@ -120,6 +143,7 @@ flags, 4 if the transport is unreachable.`,
 	c.Flags().DurationVar(&wait, "wait", 0, "how long to listen (default 2×heartbeat + 300ms; with --watch: until a signal)")
 	c.Flags().BoolVar(&jsonOut, "json", false, "print JSON (with --watch: one object per line)")
 	c.Flags().BoolVar(&watch, "watch", false, "keep listening and print each change of leader or term as it happens")
+	c.Flags().StringSliceVar(&members, "members", nil, "the group's members (comma-separated): also read their coalesced heartbeats, sent by agents in 16 groups or more")
 	return c
 }
 
@@ -202,6 +226,13 @@ type observer struct {
 func newObserver(group string) *observer {
 	return &observer{group: group, start: time.Now(), seen: map[string]*memberSeen{}, rep: statusReport{Group: group},
 		configs: map[[2]uint64][]string{}}
+}
+
+// reject counts a message that could not be read.
+func (o *observer) reject() {
+	o.mu.Lock()
+	o.rep.Rejected++
+	o.mu.Unlock()
 }
 
 func (o *observer) deliver(m transport.Message) {
