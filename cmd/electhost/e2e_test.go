@@ -357,6 +357,21 @@ func (c *cluster) waitCommandFrom(exclude string, term uint64, within time.Durat
 	c.t.Fatalf("no leader-only command of term %d or later runs on its leader within %v (lock: %q)", term, within, b)
 }
 
+// commandRunning says whether a leader-only command whose lock is in dir
+// is alive: it holds lock.flock (leaderCmdMain).
+func commandRunning(dir string) bool {
+	f, err := os.OpenFile(filepath.Join(dir, "lock.flock"), os.O_RDWR, 0)
+	if err != nil {
+		return false // none ever ran
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return true
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}
+
 // checkCommandLog verifies from the commands' own log that no two ever ran
 // at once (every start is followed by its stop before the next start) and
 // that terms only grew.
@@ -392,7 +407,7 @@ func (c *cluster) checkCommandLogIn(dir string) {
 			}
 			running, lastTerm = l, term
 			starts++
-		case "stop":
+		case "stop", "killed":
 			running = ""
 		default:
 			c.t.Fatalf("unexpected log line %q:\n%s", l, strings.Join(lines, "\n"))
@@ -562,8 +577,8 @@ func (c *cluster) scenario() {
 			t.Errorf("%s exited %d after SIGTERM, want 0", id, code)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(c.shared, "lock")); !os.IsNotExist(err) {
-		t.Errorf("the leader-only command did not clean up (lock still there)")
+	if commandRunning(c.shared) {
+		t.Errorf("a leader-only command still runs after every agent exited")
 	}
 	c.checkCommandLog()
 }

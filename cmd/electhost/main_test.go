@@ -87,11 +87,16 @@ func needBinary(t *testing.T) {
 }
 
 // leaderCmdMain is the leader-only command of the e2e tests. It claims
-// $ELECTHOST_TEST_DIR/lock with O_CREATE|O_EXCL: if the file exists, another
-// agent's command is running (or did not clean up): it records an overlap.
-// It removes the lock on SIGTERM ($ELECTHOST_TEST_STOP_DELAY later, if
-// set). Every start and stop is appended to
-// $ELECTHOST_TEST_DIR/log as "start|stop <term> <leader> <unix ns>".
+// $ELECTHOST_TEST_DIR/lock.flock with flock(2), which the kernel releases
+// when the process ends, however it ends: if another agent's command holds
+// it, that command is alive, and this one records an overlap. Holding it,
+// it writes "<term> <leader>" to $ELECTHOST_TEST_DIR/lock (what the tests
+// read), and removes that file on SIGTERM ($ELECTHOST_TEST_STOP_DELAY
+// later, if set). Every start and stop is appended to
+// $ELECTHOST_TEST_DIR/log as "start|stop <term> <leader> <unix ns>"; a lock
+// file found behind a free flock is a command killed (SIGKILL after its
+// stop grace, on a loaded machine) before it could stop: it is logged as
+// "killed", which ends that command as "stop" does.
 func leaderCmdMain() int {
 	dir := os.Getenv("ELECTHOST_TEST_DIR")
 	if os.Getenv("ELECTHOST_TEST_PER_GROUP") != "" && os.Getenv("ELECT_GROUP") != "" {
@@ -111,8 +116,12 @@ func leaderCmdMain() int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM)
 	lock := filepath.Join(dir, "lock")
-	f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	fl, err := os.OpenFile(lock+".flock", os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
+		return 4
+	}
+	defer fl.Close() // held until the process ends
+	if err := syscall.Flock(int(fl.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		held, _ := os.ReadFile(lock)
 		logLine("overlap(" + strings.TrimSpace(string(held)) + ")")
 		o, _ := os.OpenFile(filepath.Join(dir, "overlaps"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -120,8 +129,16 @@ func leaderCmdMain() int {
 		o.Close()
 		return 3
 	}
-	fmt.Fprintf(f, "%s %s", term, leader)
-	f.Close()
+	if held, err := os.ReadFile(lock); err == nil {
+		f, err := os.OpenFile(filepath.Join(dir, "log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err == nil {
+			fmt.Fprintf(f, "killed %s %d\n", held, time.Now().UnixNano())
+			f.Close()
+		}
+	}
+	if err := os.WriteFile(lock+".new", []byte(term+" "+leader), 0o644); err != nil || os.Rename(lock+".new", lock) != nil {
+		return 4
+	}
 	logLine("start")
 	if os.Getenv("ELECT_GROUP") == "" {
 		logLine("no-ELECT_GROUP")
