@@ -479,8 +479,8 @@ func (t *Transport) Close() error {
 	t.closed = true
 	t.mu.Unlock()
 	t.cancel()
-	subs := make([]*natsSub, 0, len(t.subs))
 	t.mu.Lock()
+	subs := make([]*natsSub, 0, len(t.subs)) // len under the lock: subscriptions end on their own too
 	for s := range t.subs {
 		subs = append(subs, s)
 	}

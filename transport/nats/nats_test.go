@@ -280,3 +280,28 @@ func TestNATSSubscribeBatchOneRoundTrip(t *testing.T) {
 		t.Fatalf("%d topics delivered, want %d", len(got), n)
 	}
 }
+
+// Close may run while subscriptions end by their own contexts: both touch
+// the transport's list of subscriptions, so the race detector (make test
+// runs this package under -race) sees any access outside the lock.
+func TestNATSCloseWhileSubscriptionsEnd(t *testing.T) {
+	url, _ := natstest.Start(t)
+	for range 20 {
+		tr := newNATS(t, url)
+		ctx, cancel := context.WithCancel(context.Background())
+		for i := range 50 {
+			if err := tr.Subscribe(ctx, fmt.Sprintf("s%d", i), func(transport.Message) {}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			cancel()
+		}()
+		if err := tr.Close(); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+	}
+}
