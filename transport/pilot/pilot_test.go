@@ -701,20 +701,11 @@ func TestPilotReachableBrokerRetriedSoon(t *testing.T) {
 	// Six failures: a back-off doubling from 250 ms has reached 5 s, so a
 	// back-off at the old ceiling would hold the next message back at
 	// least 2.5 s.
-	for failures() < 6 {
-		time.Sleep(time.Millisecond)
-	}
+	transporttest.WaitFor(t, "six failed publishes to k", func() bool { return failures() >= 6 })
 	back := time.Now()
 	d.StartBroker("k")
-	var first time.Time
-	transporttest.WaitFor(t, "a publish to k after it answers again", func() bool {
-		for _, r := range d.Requests() {
-			if r.Op == "publish" && r.Host == "k" && r.At.After(back) {
-				first = r.At
-				return true
-			}
-		}
-		return false
+	first := firstRequestAfter(t, d, "a publish to k after it answers again", back, func(r pilotstandin.Request) bool {
+		return r.Op == "publish" && r.Host == "k"
 	})
 	if took := first.Sub(back); took > bound {
 		t.Fatalf("the first publish to k came %v after it answered again, want within %v", took.Round(time.Millisecond), bound)
@@ -748,20 +739,11 @@ func TestPilotResubscribeSoonAfterOwnDaemonRestart(t *testing.T) {
 	}
 	// Six refused: a back-off doubling from 200 ms would hold the next
 	// attempt back at least 3.2 s.
-	for refused() < 6 {
-		time.Sleep(time.Millisecond)
-	}
+	transporttest.WaitFor(t, "six refused requests from me", func() bool { return refused() >= 6 })
 	back := time.Now()
 	d.RestartNode("me")
-	var first time.Time
-	transporttest.WaitFor(t, "a subscribe from me after its daemon's restart", func() bool {
-		for _, r := range d.Requests() {
-			if r.Op == "subscribe" && r.Node == "me" && r.At.After(back) {
-				first = r.At
-				return true
-			}
-		}
-		return false
+	first := firstRequestAfter(t, d, "a subscribe from me after its daemon's restart", back, func(r pilotstandin.Request) bool {
+		return r.Op == "subscribe" && r.Node == "me"
 	})
 	if took := first.Sub(back); took > bound {
 		t.Fatalf("resubscribed %v after our daemon's restart, want within %v", took.Round(time.Millisecond), bound)
@@ -797,4 +779,21 @@ func TestPilotOwnDaemonRestartRekeysPeers(t *testing.T) {
 			t.Errorf("a publish on %q: only the re-key message was expected", r.Topic)
 		}
 	}
+}
+
+// firstRequestAfter waits for the first request the stand-in logged after
+// since that match accepts, and returns when it reached the stand-in.
+func firstRequestAfter(t *testing.T, d *pilotstandin.Daemon, what string, since time.Time, match func(pilotstandin.Request) bool) time.Time {
+	t.Helper()
+	var first time.Time
+	transporttest.WaitFor(t, what, func() bool {
+		for _, r := range d.Requests() {
+			if r.At.After(since) && match(r) {
+				first = r.At
+				return true
+			}
+		}
+		return false
+	})
+	return first
 }
