@@ -70,7 +70,8 @@ import (
 // opened, a lease anchored on a vote pushed by a resign, and a lease
 // stretched to the whole election timeout were NOT found in 10,000
 // schedules: their interleavings are too narrow for undirected scheduling. The golden transcripts
-// (testdata/transcripts/defect_*.txt) pin those, and core/sim's targeted
+// (testdata/transcripts/precandidate_grant.txt, pushed_vote_lease.txt,
+// stale_ack.txt) pin those, and core/sim's targeted
 // search (drift at opposite extremes, late single messages) hunts for the
 // next ones.
 func TestSafetyUnderArbitrarySchedules(t *testing.T) {

@@ -1,4 +1,4 @@
-// The CLI's refusals in its own words (issue 12, item 6).
+// The CLI's refusals in its own words: each bad flag or input is named.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { userMessage } from '../lib/agent.mjs';
