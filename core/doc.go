@@ -12,7 +12,8 @@
 //     Per group they come in the order things happened (a new leadership:
 //     became-leader, then leader-changed naming this agent); act on the
 //     state at the end of the Output, not on each event in turn.
-//  4. WakeAt: call Step again no later than this time, even with nothing new.
+//  4. WakeAt: call Step again no later than this time, even with nothing new
+//     (at or before Now when a Step left due timers for the next one).
 //
 // Two host contracts carry the safety argument: Input.Now is read after the
 // batch's messages arrived, and nothing is published before the state it

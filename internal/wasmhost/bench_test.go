@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/internal/abi"
@@ -580,6 +581,64 @@ func BenchmarkManyGroups(b *testing.B) {
 			if !ok || st.ID != "b" {
 				b.Fatal("group missing")
 			}
+		})
+	}
+}
+
+// BenchmarkStepAllDue: 10,000 quorum groups whose timers all came due
+// together (a host stalled for longer than an election timeout); one op
+// steps at one time until no timer is left due. The core runs at most 1,024
+// due timers per Step, so longest-step-ms, the longest single Step (what a
+// call deadline must allow), stays a tenth of the op.
+func BenchmarkStepAllDue(b *testing.B) {
+	const groups = 10_000
+	for _, rc := range []struct {
+		name string
+		rt   func(testing.TB) *Runtime
+	}{{"native", nil}, {"default", testRuntime}} {
+		b.Run("rt="+rc.name, func(b *testing.B) {
+			var inst interface {
+				Step(*core.Input, *core.Output) error
+			}
+			if rc.rt == nil {
+				inst = nativeStatus{core.NewEngine()}
+			} else {
+				wi, err := rc.rt(b).NewInstance(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer wi.Close(context.Background())
+				inst = wi
+			}
+			ids := []string{"a", "b", "c"}
+			var out core.Output
+			for start := 0; start < groups; start += 250 {
+				in := core.Input{Now: 1}
+				for g := start; g < start+250; g++ {
+					in.Join = append(in.Join, core.GroupSpec{Config: core.Config{ID: "b", Group: fmt.Sprintf("group-%05d", g), Members: ids}})
+				}
+				out.Reset()
+				if err := inst.Step(&in, &out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			now := int64(1)
+			var longest time.Duration
+			for b.Loop() {
+				now += 20_000 // past every campaign's deadline
+				for {
+					out.Reset()
+					start := time.Now()
+					if err := inst.Step(&core.Input{Now: now}, &out); err != nil {
+						b.Fatal(err)
+					}
+					longest = max(longest, time.Since(start))
+					if out.WakeAt > now {
+						break
+					}
+				}
+			}
+			b.ReportMetric(float64(longest.Microseconds())/1000, "longest-step-ms")
 		})
 	}
 }
