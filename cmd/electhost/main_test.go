@@ -11,29 +11,42 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/electcore/electcore/cmd/electhost/internal/supervise"
 	"github.com/electcore/electcore/internal/testwasm"
 	"go.uber.org/goleak"
 )
 
-// The e2e tests run the real binary, built once here, against a real embedded
-// NATS server and the pilotctl stand-in. Their electcore.wasm comes from
-// internal/testwasm ($ELECTCORE_WASM, which make test sets, or a fresh build).
-// raceBuild is set by race_test.go under go test -race.
-var raceBuild bool
-
+// The e2e tests run real electhost processes against a real embedded NATS
+// server and the pilotctl stand-in. The electhost they run is this test
+// binary, which links all of package main: started through a link named
+// electhost it runs main, so no second binary is built (a go build of
+// electhost per test process, plain and again under -race, cost more CPU
+// than most tests; under go test -race the agents are race-built as
+// before). Their electcore.wasm comes from internal/testwasm
+// ($ELECTCORE_WASM, which make test sets, or a fresh build).
 var (
-	binPath  string // electhost
+	binPath  string // electhost: a link to this test binary
 	wasmPath string // electcore.wasm
 	buildErr error
 )
 
+// binName is the name under which this test binary is electhost.
+const binName = "electhost"
+
 func TestMain(m *testing.M) {
+	// electhost itself: an agent or CLI started through binPath, or an
+	// agent's leader-only command supervisor (the agent re-executes its
+	// own binary with supervise.ShimArg; its environment carries the
+	// helper variables below, meant for the command it supervises).
+	if filepath.Base(os.Args[0]) == binName || len(os.Args) > 1 && os.Args[1] == supervise.ShimArg {
+		main()
+		return
+	}
 	switch os.Getenv("ELECTHOST_TEST_HELPER") {
 	case "leadercmd":
 		os.Exit(leaderCmdMain())
@@ -64,17 +77,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// build makes binPath, a link named electhost to this test binary, and
+// finds the module.
 func build(dir string) error {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	binPath = filepath.Join(dir, "electhost")
-	args := []string{"build", "-o", binPath}
-	if raceBuild {
-		args = append(args, "-race") // go test -race: the binary under test too
+	self, err := os.Executable()
+	if err != nil {
+		return err
 	}
-	if out, err := exec.Command(goBin, append(args, ".")...).CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, out)
+	binPath = filepath.Join(dir, binName)
+	if err := os.Symlink(self, binPath); err != nil {
+		return err
 	}
-	var err error
 	wasmPath, err = testwasm.Module("")
 	return err
 }
