@@ -78,6 +78,7 @@ func TestCLIErrors(t *testing.T) {
 		{"status without group", []string{"status"}, exitUsage, "--group"},
 		{"sim bad seeds", []string{"sim", "--seeds", "0"}, exitUsage, "--seeds"},
 		{"sim membership in bully mode", []string{"sim", "--mode", "bully", "--membership"}, exitUsage, "--membership"},
+		{"sim negative latency", []string{"sim", "--latency", "-5"}, exitUsage, "--latency -5 --jitter 0: want 0..60000 ms each"},
 		{"demo too few agents", []string{"demo", "--agents", "2"}, exitUsage, "--agents"},
 		{"broker bad listen", []string{"broker", "--listen", "nowhere"}, exitUsage, "--listen"},
 		{"join in bully mode", []string{"run", "--group", "g", "--mode", "bully", "--join"}, exitUsage, "--join is for quorum mode"},

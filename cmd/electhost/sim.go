@@ -31,10 +31,12 @@ type simOptions struct {
 	adversary bool   // keygen.go's authentication: --adversary
 	auth      string // and --auth
 	targeted  bool
-	members   bool // --membership
-	drain     bool // --drain
-	outsider  bool // --outsider
-	balanced  bool // --balanced
+	members   bool  // --membership
+	drain     bool  // --drain
+	outsider  bool  // --outsider
+	balanced  bool  // --balanced
+	latency   int64 // --latency: one-way delay, ms (0: the simulator's 100)
+	jitter    int64 // --jitter: uniform jitter around it, ms (0: the simulator's default, -1: none)
 }
 
 func newSimCmd() *cobra.Command {
@@ -91,6 +93,8 @@ exit 1 after printing the seed and the command that replays it.`,
 	f.BoolVar(&o.members, "membership", false, "every fault-mix seed changes the configuration (quorum; core/sim/membership.go): spares added, members and leaders removed, replacements, stale candidates")
 	f.BoolVar(&o.balanced, "balanced", false, "every node's default priority is the balanced one (core.Config.BalancedPriority), as an agent running many groups has")
 	f.BoolVar(&o.drain, "drain", false, "drain the best node at a moment of the fault mix, for the rest of the run (quorum, no membership changes): it must never lead nor campaign")
+	f.Int64Var(&o.latency, "latency", 0, "one-way network delay in ms, as slow delivery over a loaded broker (0: 100 ms; the fault mix draws 1-100 ms per seed)")
+	f.Int64Var(&o.jitter, "jitter", 0, "uniform jitter around --latency in ms (0: latency/2 in the fault mix, latency/5 otherwise; -1: none)")
 	f.StringVar(&o.auth, "auth", "", "authentication of the simulated swarm: off, hmac or ed25519 (default hmac with --adversary, else off)")
 	return c
 }
@@ -165,6 +169,9 @@ func (o *simOptions) validate() ([]sim.Scenario, error) {
 	if o.cycles < 0 {
 		return nil, usageErrorf("--cycles must not be negative")
 	}
+	if o.latency < 0 || o.latency > 60_000 || o.jitter < -1 || o.jitter > 60_000 {
+		return nil, usageErrorf("--latency %d --jitter %d: want 0..60000 ms each (jitter -1: none)", o.latency, o.jitter)
+	}
 	switch core.AuthMode(o.auth) {
 	case "", core.AuthOff, core.AuthHMAC, core.AuthEd25519:
 	default:
@@ -194,7 +201,8 @@ func (o *simOptions) validate() ([]sim.Scenario, error) {
 func (o *simOptions) options(sc sim.Scenario) sim.Options {
 	return sim.Options{Mode: core.Mode(o.mode), Scenario: sc, Nodes: o.nodes, Cycles: o.cycles,
 		Adversary: o.adversary, Targeted: o.targeted && sc == sim.ScenarioFaults, Membership: o.members && sc == sim.ScenarioFaults,
-		Drain: o.drain && sc == sim.ScenarioFaults, Outsider: o.outsider && sc == sim.ScenarioFaults, Config: core.Config{Auth: core.AuthMode(o.auth), BalancedPriority: o.balanced}}
+		Drain: o.drain && sc == sim.ScenarioFaults, Outsider: o.outsider && sc == sim.ScenarioFaults,
+		LatencyMs: o.latency, JitterMs: o.jitter, Config: core.Config{Auth: core.AuthMode(o.auth), BalancedPriority: o.balanced}}
 }
 
 // replayCmd is the command line that replays seed.
@@ -226,6 +234,12 @@ func (o *simOptions) replayCmd(seed uint64, sc sim.Scenario) string {
 	}
 	if o.balanced {
 		s += " --balanced"
+	}
+	if o.latency != 0 {
+		s += fmt.Sprintf(" --latency %d", o.latency)
+	}
+	if o.jitter != 0 {
+		s += fmt.Sprintf(" --jitter %d", o.jitter)
 	}
 	return s
 }
