@@ -1,0 +1,63 @@
+package main
+
+import (
+	"time"
+)
+
+// A loaded runner costs leases: an agent starved of CPU acks late, or a
+// follower that heard nothing for an election timeout campaigns, and the
+// leadership moves to a new term. A test of something other than that
+// (a value, a transfer, a drain) must not fail on it, nor assume one
+// leadership throughout. It runs each step under the leadership it began
+// with and, when that leadership ended during the step, runs the step
+// again under the next one; a step that fails while its leadership still
+// holds fails the test, and so does one that fails every try (a step that
+// itself moves the leadership). Safety checks (no two leader-only commands
+// at once, no value reported for a leader that never had it) hold across
+// every leadership and fail the test at once.
+
+// stepTries is how many times a step runs before the test gives up on
+// it: three leaderships lost in a row during one step is not load.
+const stepTries = 3
+
+// stoppedLeading is the reason id logged for no longer leading term, ""
+// if it has not logged one (a leader whose lease never began logs none).
+func (c *cluster) stoppedLeading(id string, term uint64) string {
+	for _, rec := range c.proc(id).logLines("stopped leading") {
+		if tm, _ := rec["term"].(float64); uint64(tm) == term {
+			r, _ := rec["reason"].(string)
+			return r
+		}
+	}
+	return ""
+}
+
+// leads says whether id's own /status says it leads term.
+func (c *cluster) leads(id string, term uint64) bool {
+	s, err := c.proc(id).status()
+	return err == nil && s.Role == "leader" && s.Term == term
+}
+
+// underLeader waits until every live agent agrees that id leads, runs
+// step with that term and returns the term. step returns "" when it
+// succeeded, else what went wrong. If id's leadership of that term ended
+// meanwhile, the step runs again under id's next leadership (at most
+// stepTries times in all); otherwise its failure fails the test.
+func (c *cluster) underLeader(id, what string, step func(term uint64) string) uint64 {
+	c.t.Helper()
+	for try := 1; ; try++ {
+		term := c.waitLeads(id, time.Minute)
+		problem := step(term)
+		if problem == "" {
+			return term
+		}
+		if c.leads(id, term) {
+			c.t.Fatalf("%s, while %s led term %d throughout: %s", what, id, term, problem)
+		}
+		why := c.stoppedLeading(id, term)
+		if try == stepTries {
+			c.t.Fatalf("%s: %s lost its leadership during each of %d tries (the last, term %d: %q): %s", what, id, try, term, why, problem)
+		}
+		c.t.Logf("%s: %s's leadership of term %d ended during the step (%q), again: %s", what, id, term, why, problem)
+	}
+}
