@@ -144,7 +144,7 @@ func (a *adversary) authOn() bool {
 }
 
 // observe captures an honest publish.
-func (a *adversary) observe(from *node, payload []byte) {
+func (a *adversary) observe(from *node, payload []byte, p *pubSent) {
 	c := capture{payload: payload, sentAt: a.w.now, lives: make([]int, len(a.w.nodes))}
 	for i, n := range a.w.nodes {
 		c.lives[i] = n.life
@@ -155,10 +155,10 @@ func (a *adversary) observe(from *node, payload []byte) {
 		a.caps[a.next] = c
 		a.next = (a.next + 1) % len(a.caps)
 	}
-	m, ok := parsePub(payload)
-	if !ok {
+	if !p.ok {
 		return
 	}
+	m := &p.m
 	a.term = max(a.term, m.Term)
 	if m.Type == "leader" || m.Type == "heartbeat" {
 		a.leader, a.confIndex = from.id, m.ConfIndex

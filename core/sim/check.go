@@ -47,6 +47,12 @@ const (
 	InvDuplicateID = "duplicate-id"
 )
 
+// pubSent is a published payload as parsePub read it.
+type pubSent struct {
+	m  pubMsg
+	ok bool
+}
+
 // pubMsg is the part of a wire message the checker reads.
 type pubMsg struct {
 	Type, Candidate, To string
@@ -56,9 +62,194 @@ type pubMsg struct {
 	Members             []string // config messages
 }
 
-// parsePub reads a payload the core published. Its strings are checked names
-// (never a quote), so `"key":` can only match a key.
+// parsePub reads a payload the core published. The core writes one flat
+// JSON object of checked names, numbers and flags, which one pass reads
+// (parsePubFast); anything else (an escape, a nested value, a repeated
+// key) is read by parsePubSlow, which searches for each key.
 func parsePub(p []byte) (m pubMsg, ok bool) {
+	if m, ok, done := parsePubFast(p); done {
+		return m, ok
+	}
+	return parsePubSlow(p)
+}
+
+// Known types, so that the common ones cost no allocation.
+var pubTypes = [...]string{"heartbeat", "ack", "vote", "election", "leader", "resign", "config", "change"}
+
+// parsePubFast reads p in one pass when it is a flat object whose strings
+// have no escapes: what parsePubSlow would read from it. done is false if p
+// is anything else.
+func parsePubFast(p []byte) (m pubMsg, ok, done bool) {
+	n := len(p)
+	if n < 2 || p[0] != '{' || p[n-1] != '}' {
+		return m, false, false
+	}
+	// str reads the escape-free string that starts at p[i] (a quote) and
+	// returns its end (after the closing quote).
+	str := func(i int) (int, bool) {
+		for j := i + 1; j < n; j++ {
+			switch c := p[j]; {
+			case c == '"':
+				return j + 1, true
+			case c == '\\' || c < 0x20:
+				return 0, false
+			}
+		}
+		return 0, false
+	}
+	var seen uint8
+	once := func(bit uint8) bool {
+		if seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		return true
+	}
+	i := 1
+	if p[i] == '}' {
+		return m, false, false
+	}
+	for {
+		if p[i] != '"' {
+			return m, false, false
+		}
+		ke, ok := str(i)
+		if !ok || ke >= n || p[ke] != ':' {
+			return m, false, false
+		}
+		key := p[i+1 : ke-1]
+		i = ke + 1
+		if i >= n {
+			return m, false, false
+		}
+		switch c := p[i]; {
+		case c == '"':
+			ve, ok := str(i)
+			if !ok {
+				return m, false, false
+			}
+			v := p[i+1 : ve-1]
+			i = ve
+			var dst *string
+			var bit uint8
+			switch string(key) {
+			case "type":
+				dst, bit = &m.Type, 1
+			case "candidate":
+				dst, bit = &m.Candidate, 2
+			case "to":
+				dst, bit = &m.To, 4
+			case "term", "conf_term", "conf_index", "members", "pre", "granted":
+				return m, false, false
+			}
+			if dst != nil {
+				if !once(bit) {
+					return m, false, false
+				}
+				*dst = ""
+				for _, t := range pubTypes {
+					if string(v) == t {
+						*dst = t
+						break
+					}
+				}
+				if *dst == "" {
+					*dst = string(v)
+				}
+			}
+		case '0' <= c && c <= '9':
+			j := i
+			var x uint64
+			for j < n && '0' <= p[j] && p[j] <= '9' {
+				d := uint64(p[j] - '0')
+				if x > (1<<64-1-d)/10 {
+					return m, false, false // out of range: the slow path says
+				}
+				x = x*10 + d
+				j++
+			}
+			i = j
+			switch string(key) {
+			case "term":
+				if !once(8) {
+					return m, false, false
+				}
+				m.Term = x
+			case "conf_term":
+				if !once(16) {
+					return m, false, false
+				}
+				m.ConfTerm = x
+			case "conf_index":
+				if !once(32) {
+					return m, false, false
+				}
+				m.ConfIndex = x
+			case "type", "candidate", "to", "members", "pre", "granted":
+				return m, false, false
+			}
+		case c == 't' || c == 'f':
+			lit := "false"
+			if c == 't' {
+				lit = "true"
+			}
+			if n-i < len(lit) || string(p[i:i+len(lit)]) != lit {
+				return m, false, false
+			}
+			i += len(lit)
+			switch string(key) {
+			case "pre":
+				if !once(64) {
+					return m, false, false
+				}
+				m.Pre = c == 't'
+			case "granted":
+				if !once(128) {
+					return m, false, false
+				}
+				m.Granted = c == 't'
+			case "type", "candidate", "to", "term", "conf_term", "conf_index", "members":
+				return m, false, false
+			}
+		case c == '[' && string(key) == "members" && m.Members == nil:
+			i++
+			for {
+				if i >= n || p[i] != '"' {
+					return m, false, false
+				}
+				ve, ok := str(i)
+				if !ok || bytes.ContainsAny(p[i+1:ve-1], ",]") { // the slow path splits there
+					return m, false, false
+				}
+				m.Members = append(m.Members, string(p[i+1:ve-1]))
+				i = ve
+				if i < n && p[i] == ',' {
+					i++
+					continue
+				}
+				if i < n && p[i] == ']' {
+					i++
+					break
+				}
+				return m, false, false
+			}
+		default:
+			return m, false, false
+		}
+		switch {
+		case i == n-1:
+			return m, m.Type != "", true
+		case i < n-1 && p[i] == ',':
+			i++
+		default:
+			return m, false, false
+		}
+	}
+}
+
+// parsePubSlow reads any payload by searching for each key; its strings are
+// checked names (never a quote), so `"key":` can only match a key.
+func parsePubSlow(p []byte) (m pubMsg, ok bool) {
 	str := func(key string) string {
 		k := `"` + key + `":"`
 		i := bytes.Index(p, []byte(k))
@@ -148,19 +339,19 @@ func (w *world) recordVote(n *node, term uint64, cand, how string) {
 // covered by the state it persisted before sending (persist-before-send);
 // so must the term of every message that speaks in the sender's own term
 // (all but pre-votes and pre-vote requests, which name a term not entered).
-func (w *world) checkPublish(n *node, payload []byte) {
+func (w *world) checkPublish(n *node, payload []byte, p *pubSent) {
 	if w.Mode != core.ModeQuorum {
 		return // no votes; the receivers report a payload they cannot decode
 	}
-	m, ok := parsePub(payload)
-	if !ok {
+	m := &p.m
+	if !p.ok {
 		w.violation(InvWire, fmt.Sprintf("%s published an undecodable payload %q", n.id, payload), n.idx)
 		return
 	}
 	if !m.Pre && m.Term > n.persisted.Term {
 		w.violation(InvPersist, fmt.Sprintf("%s sent %s of term %d with persisted term %d", n.id, m.Type, m.Term, n.persisted.Term), n.idx)
 	}
-	w.publishedConf(n, &m)
+	w.publishedConf(n, m)
 	if m.Type == "resign" && m.To != "" {
 		w.resigned(n, m.Term, m.To)
 	}
@@ -186,12 +377,12 @@ func (w *world) checkPublish(n *node, payload []byte) {
 // application believes to lead term T must not have acked anyone, granted a
 // vote or campaigned in a later term in that step (quorum mode). (A leader
 // does answer a stale leader's heartbeat, with an ack of its own term.)
-func (w *world) checkLeadership(n *node, pubs []core.Message) {
+func (w *world) checkLeadership(n *node, pubs []pubSent) {
 	if w.Mode != core.ModeQuorum || !n.leader {
 		return
 	}
 	for i := range pubs {
-		m, ok := parsePub(pubs[i].Payload)
+		m, ok := &pubs[i].m, pubs[i].ok
 		if ok && m.Term > n.leaderTerm && (m.Type == "ack" || m.Type == "vote" && m.Granted && !m.Pre || m.Type == "election" && !m.Pre) {
 			w.violation(InvLeadership, fmt.Sprintf("%s sent %s of term %d while its application was told it leads term %d (no stepped-down)", n.id, m.Type, m.Term, n.leaderTerm), n.idx)
 			w.setLeader(n, false, 0) // reported once; the model follows the engine from here
@@ -246,12 +437,12 @@ func (w *world) checkLeaseFirst(n *node, evs []core.Event, pubs []core.Message) 
 // checkDrained holds a drained node to never leading: a drain applied in
 // this step ends a leadership within it (the drained leader hands over at
 // once), and from the next step on it asks for no vote.
-func (w *world) checkDrained(n *node, wasDrained bool, pubs []core.Message) {
+func (w *world) checkDrained(n *node, wasDrained bool, pubs []pubSent) {
 	if n.drained && n.leader {
 		w.violation(InvDrained, fmt.Sprintf("%s leads term %d while drained", n.id, n.leaderTerm), n.idx)
 	}
 	for i := range pubs {
-		if m, ok := parsePub(pubs[i].Payload); wasDrained && ok && m.Type == "election" {
+		if m, ok := &pubs[i].m, pubs[i].ok; wasDrained && ok && m.Type == "election" {
 			w.violation(InvDrained, fmt.Sprintf("%s asked for votes for term %d while drained", n.id, m.Term), n.idx)
 			return
 		}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +15,16 @@ import (
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/internal/abi"
 )
+
+// TestMain collects garbage at 4x the live heap, not 2x: a run allocates
+// fast and keeps little (tens of MB for the whole suite), so the default
+// spends about a tenth of the CPU collecting and in write barriers.
+func TestMain(m *testing.M) {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	os.Exit(m.Run())
+}
 
 // faultSeeds is how many seeds of the whole fault mix each mode runs:
 // CISeeds (20,000) quorum + 20,000 bully (1,000 each with -short).
