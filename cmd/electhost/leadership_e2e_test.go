@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -60,4 +61,46 @@ func (c *cluster) underLeader(id, what string, step func(term uint64) string) ui
 		}
 		c.t.Logf("%s: %s's leadership of term %d ended during the step (%q), again: %s", what, id, term, why, problem)
 	}
+}
+
+// cameBy says how id came to lead term: from the last leadership before
+// it that a member logged ending since since, its leader, term and reason
+// ("resigned" for a hand-off; "" and from "" when none ended).
+func (c *cluster) cameBy(id string, term uint64, since time.Time) (from string, fromTerm uint64, why string) {
+	for _, other := range c.ids {
+		p := c.proc(other)
+		if other == id || p == nil {
+			continue
+		}
+		for _, rec := range p.logLines("stopped leading") {
+			tm, _ := rec["term"].(float64)
+			ts, _ := rec["time"].(string)
+			at, _ := time.Parse(time.RFC3339Nano, ts)
+			if uint64(tm) < term && uint64(tm) >= fromTerm && at.After(since) {
+				from, fromTerm = other, uint64(tm)
+				why, _ = rec["reason"].(string)
+			}
+		}
+	}
+	return from, fromTerm, why
+}
+
+// lostSince describes the first leadership a member logged ending since
+// since other than by its own hand-off ("resigned"): a lease lost to load
+// or a starved member's campaign; "" if none.
+func (c *cluster) lostSince(since time.Time) string {
+	for _, id := range c.ids {
+		p := c.proc(id)
+		if p == nil {
+			continue
+		}
+		for _, rec := range p.logLines("stopped leading") {
+			ts, _ := rec["time"].(string)
+			at, _ := time.Parse(time.RFC3339Nano, ts)
+			if why, _ := rec["reason"].(string); at.After(since) && why != "resigned" {
+				return fmt.Sprintf("%s stopped leading term %v: %s", id, rec["term"], why)
+			}
+		}
+	}
+	return ""
 }
