@@ -26,9 +26,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/electcore/electcore/core"
@@ -316,6 +319,10 @@ func main() {
 	flag.IntVar(&propertyChecks, "rapid-checks", propertyChecks, "schedules of the property checker per mutation marked for it (0: skip it)")
 	flag.Parse()
 	if *probe {
+		// The simulator allocates fast and keeps little (as in its tests).
+		if os.Getenv("GOGC") == "" {
+			debug.SetGCPercent(400)
+		}
 		c, err := probeSuites(*first, *seeds, *only, *firstSuite)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -330,10 +337,10 @@ func main() {
 	}
 }
 
-// probeSuites runs n seeds from first of each suite, in chunks, and stops at
-// the first violation. Suite firstSuite, if named, runs first.
+// probeSuites runs n seeds from first of each suite and stops at the first
+// seed (in order) that breaks an invariant, or loses a hand-off in a suite
+// that checks them. Suite firstSuite, if named, runs first.
 func probeSuites(first uint64, seeds int, only, firstSuite string) (caught, error) {
-	const chunk = 500
 	var c caught
 	order := slices.Clone(suites)
 	if i := slices.IndexFunc(order, func(s suite) bool { return s.Name == firstSuite }); i > 0 {
@@ -347,31 +354,85 @@ func probeSuites(first uint64, seeds int, only, firstSuite string) (caught, erro
 		if s.Seeds > 0 {
 			n = min(s.Seeds, seeds)
 		}
-		for done := 0; done < n; done += chunk {
-			k := min(chunk, n-done)
-			rep, err := sim.RunMany(s.Opts, sim.Seeds(first+uint64(done), k), nil)
-			if err != nil {
-				return c, err
-			}
-			c.SeedsRun += k
-			if len(rep.Violations) > 0 {
-				v := rep.Violations[0]
-				for _, x := range rep.Violations {
-					if x.Seed < v.Seed {
-						v = x
-					}
-				}
-				c.Suite, c.Seed, c.Invariant, c.Detail = s.Name, v.Seed, v.Invariant, v.Detail
-				return c, nil
-			}
-			if s.Handoffs && rep.HandoffsLost > 0 {
-				c.Suite, c.Seed, c.Invariant = s.Name, slices.Min(rep.HandoffLostSeeds), "hand-off lost"
-				c.Detail = fmt.Sprintf("%d of %d hand-offs on a healed network did not make their successor leader", rep.HandoffsLost, rep.HandoffsNamed)
-				return c, nil
-			}
+		ran, err := probeSuite(&c, s, first, n)
+		c.SeedsRun += ran
+		if err != nil || c.Invariant != "" {
+			return c, err
 		}
 	}
 	return c, nil
+}
+
+// probeSuite runs seeds first..first+n-1 of s on every CPU, taking them in
+// order, and stops taking more once one fails: the seeds before it are
+// running or done, so the first failing seed is the same as a run of all n
+// would find, for a fraction of the seeds when it is an early one. It fills
+// c from that seed and returns how many seeds it counts as run (up to and
+// including it).
+func probeSuite(c *caught, s suite, first uint64, n int) (int, error) {
+	type outcome struct {
+		v           *sim.Violation
+		named, lost int64
+		fails       bool
+	}
+	out := make([]outcome, n)
+	var next atomic.Int64
+	var stop atomic.Int64 // seeds from this index on are not needed
+	stop.Store(int64(n))
+	errs := make([]error, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for w := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= stop.Load() {
+					return
+				}
+				o := s.Opts
+				o.Seed = first + uint64(i)
+				res, err := sim.Run(o)
+				if err != nil {
+					errs[w] = err
+					stop.Store(0)
+					return
+				}
+				r := &out[i]
+				r.named, r.lost = res.HandoffsNamed, res.HandoffsLost
+				if len(res.Violations) > 0 {
+					r.v = &res.Violations[0]
+				}
+				if r.fails = r.v != nil || s.Handoffs && r.lost > 0; r.fails {
+					for cur := stop.Load(); i+1 < cur && !stop.CompareAndSwap(cur, i+1); cur = stop.Load() {
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return 0, err
+		}
+	}
+	var named, lost int64
+	for i := range out {
+		r := &out[i]
+		named, lost = named+r.named, lost+r.lost
+		if !r.fails {
+			continue
+		}
+		c.Suite = s.Name
+		if r.v != nil {
+			c.Seed, c.Invariant, c.Detail = r.v.Seed, r.v.Invariant, r.v.Detail
+		} else {
+			c.Seed, c.Invariant = first+uint64(i), "hand-off lost"
+			c.Detail = fmt.Sprintf("%d of %d hand-offs on a healed network did not make their successor leader", lost, named)
+		}
+		return i + 1, nil
+	}
+	return n, nil
 }
 
 func mutate(pattern string, first uint64, seeds int, baseline bool, jobs int) error {
@@ -554,9 +615,14 @@ func writeOverlay(root, tmp string, edits []mutation) (string, error) {
 	return overlay, os.WriteFile(overlay, j, 0o644)
 }
 
+// noDebug links every mutant's binary without a symbol table and DWARF,
+// which nothing here reads: about a third of each link (stack traces keep
+// their names).
+const noDebug = "-ldflags=-s -w"
+
 // runProbe builds this command against the (mutated) core and runs its probe.
 func runProbe(root, overlay string, first uint64, seeds int, only, firstSuite string) (caught, error) {
-	args := []string{"run"}
+	args := []string{"run", noDebug}
 	if overlay != "" {
 		args = append(args, "-overlay", overlay)
 	}
@@ -594,7 +660,7 @@ var testFailed = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
 // they pass; a failure that is no test's (the package does not build, no
 // test matches) is an error.
 func runTests(root, overlay, pattern string) (string, error) {
-	args := []string{"test", "-count=1", "-vet=off", "-run", pattern}
+	args := []string{"test", "-count=1", "-vet=off", noDebug, "-run", pattern}
 	if overlay != "" {
 		args = append(args, "-overlay", overlay)
 	}
@@ -631,7 +697,7 @@ var rapidFailed = regexp.MustCompile(`\[rapid\] failed after (\d+) tests: (.*)`)
 // one failed, or −1 if none failed. A failure that is not rapid's (the test
 // binary does not build) is an error.
 func runProperty(root, overlay string, checks int) (int, string, error) {
-	args := []string{"test", "-count=1", "-vet=off", "-run", "^TestSafetyUnderArbitrarySchedules$"}
+	args := []string{"test", "-count=1", "-vet=off", noDebug, "-run", "^TestSafetyUnderArbitrarySchedules$"}
 	if overlay != "" {
 		args = append(args, "-overlay", overlay)
 	}
