@@ -116,20 +116,30 @@ bench: wasm
 bench-scale: build
 	nice -n 10 $(GO) run ./internal/cmd/benchscale -electhost $(BIN) $(BENCH_SCALE_FLAGS)
 
-# Every Fuzz target of every package, one at a time (go test -fuzz takes one).
-# FUZZTIME is a duration or a count (20000x); with a duration, Go 1.26 can end
-# a clean run with a spurious "context deadline exceeded" and no crasher
-# written (golang/go#75804): a real failure writes testdata/fuzz/<target>/.
-# The targets are found in the test files go list names (those this build
-# compiles), not with go test -list, which links every package's test
-# binary: about a minute of CI for nothing.
+# Every Fuzz target of every package, one at a time (a fuzzing run takes
+# one target). FUZZTIME is a duration or a count (20000x); with a duration,
+# Go 1.26 can end a clean run with a spurious "context deadline exceeded"
+# and no crasher written (golang/go#75804): a real failure writes
+# testdata/fuzz/<target>/. The targets are found in the test files go list
+# names (those this build compiles), not with go test -list, which links
+# every package's test binary: about a minute of CI for nothing. Each
+# package's instrumented test binary is built once (go test -c -fuzz) and
+# run for each of its targets in the package's directory, with go test's
+# own corpus cache ($GOCACHE/fuzz/<package>), as go test -fuzz would.
 fuzz: wasm
-	@set -e; $(GO) list -f '{{.ImportPath}}{{range .TestGoFiles}} {{$$.Dir}}/{{.}}{{end}}{{range .XTestGoFiles}} {{$$.Dir}}/{{.}}{{end}}' $(NATIVE_PKGS) | \
-	while read -r pkg files; do \
+	@set -e; bin=$$(mktemp -d); trap 'rm -rf "$$bin"' EXIT; \
+	cache=$$($(GO) env GOCACHE)/fuzz; \
+	$(GO) list -f '{{.ImportPath}} {{.Dir}}{{range .TestGoFiles}} {{$$.Dir}}/{{.}}{{end}}{{range .XTestGoFiles}} {{$$.Dir}}/{{.}}{{end}}' $(NATIVE_PKGS) | \
+	while read -r pkg dir files; do \
 		[ -n "$$files" ] || continue; \
-		for f in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*\*testing\.F).*/\1/p' $$files); do \
+		targets=$$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*\*testing\.F).*/\1/p' $$files); \
+		[ -n "$$targets" ] || continue; \
+		test=$$bin/$$(echo "$$pkg" | tr / _).test; \
+		$(GO) test -c -fuzz "^$$(echo $$targets | cut -d' ' -f1)\$$" -o "$$test" $$pkg; \
+		for f in $$targets; do \
 			echo "== $$pkg $$f ($(FUZZTIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg </dev/null; \
+			(cd "$$dir" && "$$test" -test.run '^$$' -test.fuzz "^$$f\$$" -test.fuzztime $(FUZZTIME) \
+				-test.fuzzcachedir "$$cache/$$pkg" -test.paniconexit0 </dev/null) || { echo "FAIL $$pkg $$f"; exit 1; }; \
 		done; \
 	done
 
