@@ -33,6 +33,13 @@ type group struct {
 	// quorum member refuses (pre-)votes, which is what makes the lease safe.
 	lastLeaderContact int64
 	electionDeadline  int64 // follower/candidate: campaign at this time
+	// unheard counts the election timeouts that ran out since this member
+	// last followed or led a steady leader (at most maxBackoff): each
+	// doubles the slots of the next campaign's timer (resetElectionTimer).
+	// leaderSince is when it began to follow or lead the known leader's
+	// term.
+	unheard     uint8
+	leaderSince int64
 
 	// Candidate state.
 	votes      []string // quorum: who granted this (pre-)campaign
@@ -330,13 +337,40 @@ func (g *group) rank(now int64) int {
 }
 
 // resetElectionTimer schedules the next campaign: one election timeout, plus
-// a slot of ET/8 per better-ranked live member (at most 4 slots), plus a
-// random part of one slot. The best candidate thus nearly always campaigns
-// first and alone, which avoids split votes without preempting anyone.
+// a slot per better-ranked live member (at most 4 slots), plus a random part
+// of one slot. A slot is ET/8, doubled for every election timeout that ran
+// out since this member last followed or led a steady leader (at most
+// maxBackoff times). The
+// best candidate thus nearly always campaigns first and alone, which avoids
+// split votes without preempting anyone; and when rounds fail anyway —
+// requests that take longer to arrive than a slot, answers queued behind an
+// overloaded host — the members' campaigns spread apart and thin out until
+// one round completes, instead of all of them retrying every timeout. Only
+// the timing moves (never below the election timeout): who may vote, and
+// when, is decided elsewhere, so no back-off can make two leaders.
 func (g *group) resetElectionTimer(now int64) {
 	et := g.cfg.ElectionTimeoutMs
-	slot := max(et/8, 1)
+	slot := max(et/8, 1) << g.unheard
 	g.electionDeadline = now + et + int64(min(g.rank(now), 4))*slot + int64(g.rng.Uint64()%uint64(slot))
+}
+
+// maxBackoff caps the campaign back-off at eight times the slot: one
+// election timeout at ET/8, so the best candidate retries within two
+// election timeouts and a member ranked k within 2+k.
+const maxBackoff = 3
+
+// missedLeader counts an election timeout that ran out without a leader.
+func (g *group) missedLeader() { g.unheard = min(g.unheard+1, maxBackoff) }
+
+// steady ends the back-off once the leader of this term has been followed,
+// or this member has led, for an election timeout by at: a leader heard for
+// less may be one that overload makes step down within its first lease,
+// and if each such leader cleared it, every member would campaign at the
+// default pace again after it.
+func (g *group) steady(at int64) {
+	if at-g.leaderSince >= g.cfg.ElectionTimeoutMs {
+		g.unheard = 0
+	}
 }
 
 // bestSuccessor is the highest-ranked member other than this one heard from

@@ -45,7 +45,7 @@ func command(n *testNet, at string, c Command) []Event {
 	for _, p := range out.Publishes {
 		for _, to := range n.ids {
 			if to != at {
-				n.queue = append(n.queue, queued{at, to, p})
+				n.queue = append(n.queue, queued{at, to, p, n.now})
 			}
 		}
 	}

@@ -47,11 +47,15 @@ type testNet struct {
 	// what is sent to one waits in held until it resumes.
 	paused map[string]bool
 	held   map[string][]Message
+	// show, if set, prints a one-line summary, with the time, of every
+	// publish of these types while quiet (elapse show=...).
+	show map[string]bool
 }
 
 type queued struct {
 	from, to string
 	msg      Message
+	sent     int64 // when it was published (advanceDelayed)
 }
 
 func newTestNet(t testing.TB, mode Mode, ids ...string) *testNet {
@@ -131,6 +135,8 @@ func (n *testNet) step(id string, in *Input) {
 		n.checkVote(id, p.Payload)
 		if !n.quiet {
 			fmt.Fprintf(&n.out, "%s> %s\n", id, p.Payload)
+		} else if n.show != nil {
+			n.showPublish(id, p.Payload)
 		}
 		for _, to := range n.ids {
 			switch {
@@ -138,7 +144,7 @@ func (n *testNet) step(id string, in *Input) {
 			case n.paused[to]:
 				n.held[to] = append(n.held[to], p)
 			default:
-				n.queue = append(n.queue, queued{id, to, p})
+				n.queue = append(n.queue, queued{id, to, p, n.now})
 			}
 		}
 	}
@@ -216,6 +222,53 @@ func (n *testNet) advance(total, stepMs int64) {
 		}
 		n.deliverAll()
 	}
+}
+
+// advanceDelayed is advance on a slow network: every message arrives delay
+// ms after it was published (each receiver steps once per message, at the
+// first 10 ms step on or after that).
+func (n *testNet) advanceDelayed(total, delay int64) {
+	for end := n.now + total; n.now < end; {
+		n.now = min(n.now+10, end)
+		for _, id := range n.ids {
+			if !n.down[id] && !n.paused[id] {
+				n.step(id, &Input{Now: n.now})
+			}
+		}
+		var due []queued
+		n.queue = slices.DeleteFunc(n.queue, func(q queued) bool {
+			if q.sent+delay <= n.now {
+				due = append(due, q)
+				return true
+			}
+			return false
+		})
+		for _, q := range due {
+			if !n.down[q.to] {
+				n.step(q.to, &Input{Now: n.now, Inbound: []Message{q.msg}})
+			}
+		}
+	}
+}
+
+// showPublish prints one line for a publish of a type in n.show: when, who,
+// what, its term and flags, and whom a vote or request is for.
+func (n *testNet) showPublish(id string, payload []byte) {
+	var m wireMsg
+	if decodeWire(payload, &m) != nil || !n.show[m.Type] {
+		return
+	}
+	fmt.Fprintf(&n.out, "@%d %s> %s term=%d", n.now, id, m.Type, m.Term)
+	if m.Candidate != "" {
+		fmt.Fprintf(&n.out, " candidate=%s", m.Candidate)
+	}
+	if m.Pre {
+		n.out.WriteString(" pre")
+	}
+	if m.Granted {
+		n.out.WriteString(" granted")
+	}
+	n.out.WriteByte('\n')
 }
 
 func (n *testNet) partition(sides ...[]string) {

@@ -23,6 +23,7 @@ func (g *group) tick(e *Engine) {
 		g.heartbeat(e, typeHeartbeat)
 		g.transferToBetter(e)
 	case now >= g.electionDeadline:
+		g.missedLeader()
 		g.preCampaign(e)
 	}
 }
@@ -197,6 +198,7 @@ func (g *group) extendLease(e *Engine, sentAt int64) {
 	if sentAt < g.leaseNotBefore {
 		return // the previous leader's application may still be acting
 	}
+	g.steady(sentAt) // a majority acked a heartbeat this late in our term
 	if l := sentAt + g.cfg.LeaseMs; l > g.lease {
 		g.lease, g.stepDownAt = l, l
 		e.event(Event{Kind: EventLease, Group: g.cfg.Group, Term: g.term, Leader: g.cfg.ID, LeaseUntil: l})
@@ -234,7 +236,7 @@ func (g *group) setLeader(e *Engine, id string, term uint64) {
 	// The same leader in a new term is a change too: the term is the fencing
 	// token, and a follower must not keep acting on the old one.
 	changed := id != g.leader || id != ""
-	g.leader, g.leaderTerm = id, term
+	g.leader, g.leaderTerm, g.leaderSince = id, term, e.now
 	if m := g.member(id); m != nil {
 		g.leaderPrio = m.priority
 	}
@@ -539,6 +541,7 @@ func (g *group) onHeartbeat(e *Engine, m *wireMsg) string {
 	g.role = RoleFollower
 	g.lastLeaderContact = now
 	g.setLeader(e, m.Leader, m.Term)
+	g.steady(now)
 	g.learnValue(e, m)
 	g.resetElectionTimer(now)
 	g.followerCommitted(e, m)

@@ -20,6 +20,10 @@ import (
 //	cluster mode=quorum|bully ids=(a,b,c) [prio=(a:10,b:20)] [values=(a:V,b:W)] [hb=MS et=MS lease=MS]
 //	        [balanced=true]  (every node's Config.BalancedPriority)
 //	elapse ms=N            advance time in 10 ms steps, delivering at once; prints events only
+//	elapse ms=N delay=D [show=(election,vote)]
+//	                       the same on a slow network: every message arrives D ms
+//	                       after it was sent; show prints a line (@time) for each
+//	                       publish of those types
 //	tick ms=N              advance time in 1 ms steps, running timers; nothing is delivered
 //	campaign|resign id=X   apply the command at node X; prints what it published
 //	transfer id=X to=Y
@@ -127,11 +131,24 @@ func runTranscriptCmd(t *testing.T, d *datadriven.TestData, np **testNet) string
 		n.take()
 		return "ok"
 	case "elapse":
-		var ms int64
+		var ms, delay int64
 		d.ScanArgs(t, "ms", &ms)
+		d.MaybeScanArgs(t, "delay", &delay)
+		var show []string
+		d.MaybeScanArgs(t, "show", &show)
 		n.quiet = true
-		n.advance(ms, 10)
-		n.quiet = false
+		if show != nil {
+			n.show = map[string]bool{}
+			for _, typ := range show {
+				n.show[typ] = true
+			}
+		}
+		if delay > 0 {
+			n.advanceDelayed(ms, delay)
+		} else {
+			n.advance(ms, 10)
+		}
+		n.quiet, n.show = false, nil
 	case "join":
 		id := arg("id")
 		if n.members == nil {

@@ -353,7 +353,13 @@ func run(o Options) (*Result, error) {
 	if w.trace != nil {
 		for i := range w.res.Violations {
 			v := &w.res.Violations[i]
-			v.Excerpt = w.trace.excerpt(v.Nodes, v.AtMs-2*s.cfg.ElectionTimeoutMs, v.AtMs, 40)
+			from := v.AtMs - 2*s.cfg.ElectionTimeoutMs
+			if v.Invariant == InvLiveness {
+				// Backed-off campaigns can be two election timeouts
+				// apart and more: show the whole wait.
+				from = v.AtMs - w.bound
+			}
+			v.Excerpt = w.trace.excerpt(v.Nodes, from, v.AtMs, 40)
 		}
 	}
 	return w.res, nil

@@ -514,16 +514,22 @@ func TestMembershipSeeds(t *testing.T) {
 // (electhost sim --scenario faults --seed S [--targeted] [--membership]).
 // 1785 (fault mix) and 8078 (--membership): members that had just
 // restarted knew no leader of their term and dropped its resign as an
-// unknown leader's; each seed must hand off and lose none. 15239
-// (--targeted --membership): members that had voted for the successor in
-// the next term (its own campaign, which it gave up) dropped the resign,
-// so the successor, a hand-off candidate again, never got their votes
-// back. 5523 (fault mix) and 10750 (--targeted --membership): a leader
-// paused past its lease, through an election, resigned as it resumed into
-// a term where a majority (or its successor) had already voted for others:
+// unknown leader's; each seed must hand off and lose none (since campaigns
+// back off, their schedules no longer meet that case, which
+// handoff_resign_before_heartbeat.txt replays; they still hand off). 5523 (fault
+// mix): a leader paused past its lease, through an election, resigned as
+// it resumed into a term where a majority had already voted for others:
 // too late for any hand-off (HandoffsSuperseded). It now steps down first,
-// its lease over, and resigns nothing; the hand-off these seeds make later
+// its lease over, and resigns nothing; the hand-off the seed makes later
 // must succeed.
+//
+// Two seeds of --targeted --membership were here until campaigns backed
+// off (RATIONALE.md), which moved their schedules: 15239 (members that had
+// voted for the successor dropped its late resign; handoff_vote_resent.txt
+// replays it) and 10750 (5523's case; leader_stalled_past_lease.txt). Now
+// neither hands off at all, and with either fix reverted no seed of the
+// suite's first 20,000 loses a hand-off (15239's) or resigns too late
+// (10750's), so none could replace them.
 func TestHandoffSeeds(t *testing.T) {
 	for _, c := range []struct {
 		seed                 uint64
@@ -533,8 +539,6 @@ func TestHandoffSeeds(t *testing.T) {
 		{1785, false, false, false},
 		{8078, false, true, false},
 		{5523, false, false, false},
-		{10750, true, true, false},
-		{15239, true, true, false},
 	} {
 		res, err := Run(Options{Seed: c.seed, Mode: core.ModeQuorum, Scenario: ScenarioFaults, Targeted: c.targeted, Membership: c.membership})
 		if err != nil {

@@ -221,6 +221,21 @@ var mutations = []mutation{
 	{"restamp-index-not-restarted", "membership.go",
 		"\tcase c.ver.index > MaxTerm-1<<32 && g.conf.ver.term < g.term:\n\t\tc.ver.index = 1\n",
 		"\tcase false:\n"},
+	// Campaign back-off: failed campaigns never spread apart; the back-off
+	// outlives a steady leader followed, or led; or any leader heard at
+	// all ends it, even one that steps down within its first lease.
+	{"campaign-backoff-removed", "group.go",
+		"slot := max(et/8, 1) << g.unheard",
+		"slot := max(et/8, 1)"},
+	{"backoff-kept-after-leader-heard", "quorum.go",
+		"\tg.steady(now)\n",
+		""},
+	{"backoff-kept-after-leading", "quorum.go",
+		"\tg.steady(sentAt) // a majority acked",
+		"\t// a majority acked"},
+	{"backoff-ended-by-short-leader", "group.go",
+		"if at-g.leaderSince >= g.cfg.ElectionTimeoutMs {",
+		"if true {"},
 }
 
 // testOf names, for a mutation no simulation suite catches within the CI's
@@ -250,8 +265,20 @@ var testOf = map[string]string{
 	"left-term-led-again": "^TestTranscripts$",
 	// Only a configuration forged in a member's name (authentication off)
 	// gets near the index's bound, and no suite forges one.
-	"forged-version-kept":         "^(TestForgedConfigIndexCannotStallChanges|TestTranscripts)$",
-	"restamp-index-not-restarted": "^(TestForgedConfigIndexCannotStallChanges|TestRestampStaysWithinTheBound|TestTranscripts)$",
+	// Fault mix seed 1785 and --membership 8078 met it until campaigns
+	// backed off, which moved their schedules; since, no seed of the CI's
+	// suites does (86,000 tried), and its transcript replays the case
+	// (handoff_resign_before_heartbeat.txt).
+	"unheard-leader-resign-dropped": "^TestTranscripts$",
+	// Back-off is timing only: no invariant breaks without it, and the
+	// simulator's liveness bound allows the default timing; its tests
+	// measure the spacing of campaigns and a slow network's split votes.
+	"campaign-backoff-removed":        "^(TestCampaignBackoffWidensAndResets|TestCampaignBackoffSettlesSlowDelivery|TestTranscripts)$",
+	"backoff-kept-after-leader-heard": "^(TestCampaignBackoffWidensAndResets|TestTranscripts)$",
+	"backoff-kept-after-leading":      "^(TestCampaignBackoffWidensAndResets|TestTranscripts)$",
+	"backoff-ended-by-short-leader":   "^(TestCampaignBackoffOutlivesShortLeader|TestTranscripts)$",
+	"forged-version-kept":             "^(TestForgedConfigIndexCannotStallChanges|TestTranscripts)$",
+	"restamp-index-not-restarted":     "^(TestForgedConfigIndexCannotStallChanges|TestRestampStaysWithinTheBound|TestTranscripts)$",
 }
 
 // suiteOf names the only suite a mutation runs, when it breaks a rule that
@@ -269,9 +296,7 @@ var suiteOf = map[string]string{
 // suites would otherwise spend their whole budget first: it runs before the
 // others, which still follow if it does not catch it (the check is the
 // same, only its order changes).
-var triedFirst = map[string]string{
-	"unheard-leader-resign-dropped": "quorum faults", // else 20,000 targeted seeds first
-}
+var triedFirst = map[string]string{}
 
 // suite is one of the CI's simulation runs (core/sim/sim_test.go): the
 // budget is sim.CISeeds seeds of each.
