@@ -68,11 +68,17 @@ func newForger(t *testing.T, url, group string) *forger {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := nc.Flush(); err != nil { // the subscription is live from here
+	if err := nc.FlushTimeout(flushWait); err != nil { // the subscription is live from here
 		t.Fatal(err)
 	}
 	return f
 }
+
+// flushWait bounds a flush: the server's answer to a PING, which follows
+// everything published before it. nats.go's default of 10 s timed out
+// after a 300,000-message flood at load 20: a bound on the cause, not a
+// timing claim.
+const flushWait = 2 * time.Minute
 
 // stopCapturing ends the capture (a flood need not be captured too).
 func (f *forger) stopCapturing() {
@@ -123,7 +129,7 @@ func (f *forger) publish(payloads ...[]byte) {
 			f.t.Fatal(err)
 		}
 	}
-	if err := f.nc.Flush(); err != nil {
+	if err := f.nc.FlushTimeout(flushWait); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -177,7 +183,7 @@ func (f *forger) flood(n int, message func(i int) []byte) time.Duration {
 			f.t.Fatalf("flood: message %d: %v", i, err)
 		}
 	}
-	if err := f.nc.Flush(); err != nil {
+	if err := f.nc.FlushTimeout(flushWait); err != nil {
 		f.t.Fatal(err)
 	}
 	return time.Since(t0)

@@ -109,14 +109,17 @@ func TestE2ERunOnceWaitingVisibly(t *testing.T) {
 	ran := filepath.Join(c.root, "ran")
 	script := "echo x >> " + ran + "; exec sleep 1000"
 
-	// --timeout: gives up, exit 7, and the command never ran.
-	a := startOnce(t, c, job, "--priority", "1", "--timeout", "5s", "--", "sh", "-c", script)
+	// --timeout: gives up, exit 7, and the command never ran. The timeout
+	// runs from the agent's start: 15 s leaves it time to start and
+	// say it waits (at load 20 it joined 7 s after its start, and with 5 s
+	// it timed out at once, never having waited).
+	a := startOnce(t, c, job, "--priority", "1", "--timeout", "15s", "--", "sh", "-c", script)
 	a.waitLog(t, "--once: waiting to lead")
 	if code := a.wait(t); code != exitOnceTimeout {
 		t.Fatalf("--timeout: exit %d, want %d\n%s", code, exitOnceTimeout, a.stderr())
 	}
 	last := lastLine(a.stderr())
-	if !strings.HasPrefix(last, "electhost: --once: this agent did not lead group "+c.group+" within --timeout 5s") ||
+	if !strings.HasPrefix(last, "electhost: --once: this agent did not lead group "+c.group+" within --timeout 15s") ||
 		!strings.Contains(last, "the command never ran") || !strings.Contains(last, " leads term ") || !strings.Contains(last, "keeps the leadership") {
 		t.Fatalf("--timeout's last line: %q", last)
 	}
