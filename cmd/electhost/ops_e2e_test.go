@@ -52,6 +52,9 @@ func TestE2EResignTransferWatch(t *testing.T) {
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Killed however the test ends: a watcher outliving its test holds
+	// whatever the test's parent passed it (a locked run's lock).
+	t.Cleanup(func() { watch.Process.Kill() })
 	events := make(chan watchEvent, 64)
 	go func() {
 		sc := bufio.NewScanner(wout)
