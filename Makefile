@@ -38,7 +38,7 @@ help:
 	@echo "make build   bin/electhost"
 	@echo "make wasm    electcore.wasm at the repo root (wasip1, c-shared) and its built-in copy, internal/module/electcore.wasm"
 	@echo "make check-module  fail if the committed built-in module differs from the sources"
-	@echo "make test    wasm, go vet (native + wasip1), go test (timeout $(TEST_TIMEOUT); host, transport and statestore under -race), node tests"
+	@echo "make test    wasm, go vet (native + wasip1), go test (timeout $(TEST_TIMEOUT); host, transport and statestore under -race), node tests; TEST_JOBS=$(TEST_JOBS) at a time"
 	@echo "make test-race  go test -race over host, transport, statestore and electhost (RACE_RUN: which electhost tests; '' for all)"
 	@echo "make demo    the guided election demo on an embedded NATS server"
 	@echo "make bench   every Go benchmark once (BENCHTIME=$(BENCHTIME))"
@@ -70,9 +70,16 @@ $(WASM): FORCE
 check-module: wasm
 	@git ls-files --error-unmatch $(EMBEDDED) >/dev/null 2>&1 && git diff --quiet -- $(EMBEDDED) || { echo "$(EMBEDDED) differs from what core/ and wasm/ build: run make wasm and commit it"; exit 1; }
 
-test: wasm vet test-go test-race test-node
+# Two lanes: test-go in one; vet, test-race and test-node in the other.
+# test-go's long tail is electhost's end-to-end tests, which mostly wait
+# on election timers, so the race run fits beside it instead of after it.
+# Each lane's output is printed whole when it ends (--output-sync), so two
+# go test runs never interleave. TEST_JOBS=1 runs them one after another.
+TEST_JOBS ?= 2
+test:
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-go vet test-race test-node
 
-vet:
+vet: wasm
 	$(GO) vet $(NATIVE_PKGS)
 	GOOS=wasip1 GOARCH=wasm $(GO) vet $(WASM_PKGS)
 	GOOS=wasip1 GOARCH=wasm $(GO) vet -tags electcore_hostdriven $(WASM_PKGS)
