@@ -30,7 +30,7 @@ RACE_PKGS     := ./host ./transport/... ./statestore
 GO_PKGS        = $(shell $(GO) list ./... | grep -v -x -F $(addprefix -e ,$(WASM_PKGS) $(shell $(GO) list $(RACE_PKGS))))
 
 
-.PHONY: all help build wasm check-module test test-go test-race test-node vet demo bench bench-scale fuzz soak mutants clean
+.PHONY: all help build wasm check-module test ci test-go test-race test-node vet demo bench bench-scale fuzz soak mutants clean
 
 all: build wasm
 
@@ -78,6 +78,13 @@ check-module: wasm
 TEST_JOBS ?= 2
 test:
 	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-go vet test-race test-node
+
+# What .ci/run checks, in the same two lanes: make test's targets, then the
+# mutants, the module check and the fuzz targets, each started when a lane
+# is free (the second lane reaches the mutants while test-go's end-to-end
+# tests still run). Set MUTANTS_FLAGS and FUZZTIME as for those targets.
+ci:
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-go vet test-race test-node mutants check-module fuzz
 
 vet: wasm
 	$(GO) vet $(NATIVE_PKGS)
