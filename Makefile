@@ -168,7 +168,9 @@ soak: build
 
 # Each mutation of the core (core/sim/mutants/main.go) must be caught by the
 # simulator within the CI's seed budget; the unmutated core must pass it.
-mutants:
+# (After the module only so that make ci's second lane runs vet and the
+# race run first.)
+mutants: | wasm
 	$(GO) run ./core/sim/mutants $(MUTANTS_FLAGS)
 
 clean:

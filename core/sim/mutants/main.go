@@ -640,6 +640,18 @@ func writeOverlay(root, tmp string, edits []mutation) (string, error) {
 	return overlay, os.WriteFile(overlay, j, 0o644)
 }
 
+// goCmd runs the go command with GOGC 400 unless GOGC is set: every
+// mutant is a fresh build of core and what imports it, and the compiler
+// then spends about a fifth less CPU collecting garbage (a few hundred MB
+// more at most); the probe and core's tests run with it as well.
+func goCmd(args ...string) *exec.Cmd {
+	cmd := exec.Command("go", args...)
+	if os.Getenv("GOGC") == "" {
+		cmd.Env = append(os.Environ(), "GOGC=400")
+	}
+	return cmd
+}
+
 // noDebug links every mutant's binary without a symbol table and DWARF,
 // which nothing here reads: about a third of each link (stack traces keep
 // their names).
@@ -652,7 +664,7 @@ func runProbe(root, overlay string, first uint64, seeds int, only, firstSuite st
 		args = append(args, "-overlay", overlay)
 	}
 	args = append(args, "./core/sim/mutants", "-probe", "-first", fmt.Sprint(first), "-seeds", fmt.Sprint(seeds), "-suite", only, "-first-suite", firstSuite)
-	cmd := exec.Command("go", args...)
+	cmd := goCmd(args...)
 	cmd.Dir = root
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
@@ -690,7 +702,7 @@ func runTests(root, overlay, pattern string) (string, error) {
 		args = append(args, "-overlay", overlay)
 	}
 	args = append(args, "./core")
-	cmd := exec.Command("go", args...)
+	cmd := goCmd(args...)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err == nil {
@@ -729,7 +741,7 @@ func runProperty(root, overlay string, checks int) (int, string, error) {
 	// No time on shrinking (30 s by default): the failure is the answer.
 	args = append(args, "./core", "-rapid.checks", fmt.Sprint(checks), "-rapid.seed", fmt.Sprint(propertySeed),
 		"-rapid.nofailfile", "-rapid.shrinktime", "1s")
-	cmd := exec.Command("go", args...)
+	cmd := goCmd(args...)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err == nil {
