@@ -17,6 +17,25 @@ func campaignTimes(n *testNet) map[string][]int64 {
 	return at
 }
 
+// crashedLeaderNet elects a leader among a, b and c, whose random draws
+// come from seed, and crashes it.
+func crashedLeaderNet(t *testing.T, seed uint64) *testNet {
+	t.Helper()
+	n := newTestNet(t, ModeQuorum)
+	n.ids = []string{"a", "b", "c"}
+	n.cfgHook = func(c *Config) { c.Seed = seed*7919 + 2*uint64(c.ID[0]) }
+	for _, id := range n.ids {
+		n.start(id)
+	}
+	n.advance(3000, 10)
+	l := n.leaders()
+	if len(l) != 1 {
+		t.Fatalf("seed %d: leaders %v", seed, l)
+	}
+	n.crash(l[0][:1])
+	return n
+}
+
 // A member that hears no leader backs off: each election timeout that runs
 // out doubles its slots (ET/8) up to eight times, so its campaigns, one
 // election timeout plus a random part of a slot apart while it is the best
@@ -109,18 +128,7 @@ func TestCampaignBackoffSettlesSlowDelivery(t *testing.T) {
 	for _, delay := range []int64{300, 400} {
 		worst, worstSeed := 0, uint64(0)
 		for seed := uint64(1); seed <= 200; seed++ {
-			n := newTestNet(t, ModeQuorum)
-			n.ids = []string{"a", "b", "c"}
-			n.cfgHook = func(c *Config) { c.Seed = seed*7919 + 2*uint64(c.ID[0]) }
-			for _, id := range n.ids {
-				n.start(id)
-			}
-			n.advance(3000, 10)
-			l := n.leaders()
-			if len(l) != 1 {
-				t.Fatalf("seed %d: leaders %v", seed, l)
-			}
-			n.crash(l[0][:1])
+			n := crashedLeaderNet(t, seed)
 			at := campaignTimes(n)
 			start := n.now
 			for len(n.leaders()) == 0 {
@@ -153,18 +161,7 @@ func TestCampaignBackoffOutlivesShortLeader(t *testing.T) {
 	const et, slot, step = DefaultElectionTimeoutMs, DefaultElectionTimeoutMs / 8, 10
 	late := 0
 	for seed := uint64(1); seed <= 40; seed++ {
-		n := newTestNet(t, ModeQuorum)
-		n.ids = []string{"a", "b", "c"}
-		n.cfgHook = func(c *Config) { c.Seed = seed*7919 + 2*uint64(c.ID[0]) }
-		for _, id := range n.ids {
-			n.start(id)
-		}
-		n.advance(3000, 10)
-		l := n.leaders()
-		if len(l) != 1 {
-			t.Fatalf("seed %d: leaders %v", seed, l)
-		}
-		n.crash(l[0][:1])
+		n := crashedLeaderNet(t, seed)
 		var winner, other string
 		for winner == "" || n.status(other).Leader != winner {
 			if n.now > 60_000 {
