@@ -602,7 +602,10 @@ func TestDemoCommand(t *testing.T) {
 		t.Fatalf("demo failed (exit %d): %+v\nstderr: %s", code, sum, stderr)
 	}
 	t.Logf("demo: first election %d ms, failover %d ms, rejoin %d ms, hand-off %d ms", sum.FirstElectionMs, sum.FailoverMs, sum.RejoinMs, sum.HandoffMs)
-	if sum.Agents != 5 || sum.FirstElectionMs <= 0 || sum.FailoverMs <= 0 || sum.HandoffMs <= 0 {
+	// The first election is timed from the end of the start step, whose
+	// agents join one by one: on a loaded runner (9 s to start at load 10)
+	// they agree before it ends, and it takes 0 ms.
+	if sum.Agents != 5 || sum.FirstElectionMs < 0 || sum.FailoverMs <= 0 || sum.HandoffMs <= 0 {
 		t.Fatalf("implausible summary %+v", sum)
 	}
 	// The timeline version, on the in-memory bus.
