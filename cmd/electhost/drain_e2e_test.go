@@ -85,7 +85,10 @@ func TestE2ETransferDrainStay(t *testing.T) {
 	// resign, the test fails with problem.
 	lostToLoad := func(try int, id string, term uint64, problem string) {
 		t.Helper()
-		why := c.stoppedLeading(id, term)
+		why := ""
+		if term != 0 {
+			why = c.awaitStopped(id, term)
+		}
 		if why == "resigned" {
 			t.Fatalf("%s handed leadership on (term %d): %s", id, term, problem)
 		}

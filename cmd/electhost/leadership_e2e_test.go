@@ -33,6 +33,19 @@ func (c *cluster) stoppedLeading(id string, term uint64) string {
 	return ""
 }
 
+// awaitStopped is stoppedLeading once id has logged why it stopped leading
+// term: a leader that lost its lease may log it only when it runs again (a
+// loaded runner), after the others moved on. It gives up after 10 s, or
+// at once if id exited, with "".
+func (c *cluster) awaitStopped(id string, term uint64) string {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		why := c.stoppedLeading(id, term)
+		if why != "" || time.Now().After(deadline) || !c.proc(id).alive() {
+			return why
+		}
+	}
+}
+
 // leads says whether id's own /status says it leads term.
 func (c *cluster) leads(id string, term uint64) bool {
 	s, err := c.proc(id).status()
