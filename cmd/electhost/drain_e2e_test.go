@@ -43,25 +43,14 @@ func TestE2ETransferDrainStay(t *testing.T) {
 		start(id)
 	}
 	// steady watches the group for d and reports the first sign that
-	// leadership left leader or term (a one-sided check: a slow machine
-	// can only make the watch see less).
+	// leadership left leader or term.
 	steady := func(leader string, term uint64, d time.Duration) string {
-		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-			for _, id := range c.ids {
-				p := c.proc(id)
-				if p == nil || !p.alive() {
-					continue
-				}
-				s, err := p.status()
-				if err != nil {
-					continue
-				}
-				if s.Term != term || s.Leader != "" && s.Leader != leader {
-					return fmt.Sprintf("leadership moved off %s (term %d): %s sees %q leading term %d", leader, term, id, s.Leader, s.Term)
-				}
+		return c.watchStatus(d, func(id string, s statusJSON) string {
+			if s.Term != term || s.Leader != "" && s.Leader != leader {
+				return fmt.Sprintf("leadership moved off %s (term %d): %s sees %q leading term %d", leader, term, id, s.Leader, s.Term)
 			}
-		}
-		return ""
+			return ""
+		})
 	}
 	// verb runs an electhost verb with --json: its reply, or what failed.
 	verb := func(args ...string) (map[string]any, string) {
@@ -235,23 +224,16 @@ func TestE2ETransferDrainStay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-			for _, id := range c.ids {
-				p := c.proc(id)
-				if p == nil || !p.alive() {
-					continue
-				}
-				s, err := p.status()
-				if err != nil {
-					continue
-				}
-				if s.Leader == "a1" {
-					t.Fatalf("drained a1 leads: %s sees it leading term %d", id, s.Term)
-				}
-				if id == "a1" && s.Elections != s0.Elections {
-					t.Fatalf("drained a1 campaigned (%d campaigns)", s.Elections-s0.Elections)
-				}
+		if problem := c.watchStatus(d, func(id string, s statusJSON) string {
+			if s.Leader == "a1" {
+				return fmt.Sprintf("drained a1 leads: %s sees it leading term %d", id, s.Term)
 			}
+			if id == "a1" && s.Elections != s0.Elections {
+				return fmt.Sprintf("drained a1 campaigned (%d campaigns)", s.Elections-s0.Elections)
+			}
+			return ""
+		}); problem != "" {
+			t.Fatal(problem)
 		}
 	}
 

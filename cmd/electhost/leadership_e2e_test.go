@@ -117,3 +117,24 @@ func (c *cluster) lostSince(since time.Time) string {
 	}
 	return ""
 }
+
+// watchStatus reads every live agent's /status every 50 ms for d and
+// hands each answer to see; it stops at the first problem see reports
+// and returns it ("" when d passed without one). A one-sided watch: a
+// slow machine can only make it see less.
+func (c *cluster) watchStatus(d time.Duration, see func(id string, s statusJSON) string) string {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		for _, id := range c.ids {
+			p := c.proc(id)
+			if p == nil || !p.alive() {
+				continue
+			}
+			if s, err := p.status(); err == nil {
+				if problem := see(id, s); problem != "" {
+					return problem
+				}
+			}
+		}
+	}
+	return ""
+}
