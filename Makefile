@@ -30,7 +30,7 @@ RACE_PKGS     := ./host ./transport/... ./statestore
 GO_PKGS        = $(shell $(GO) list ./... | grep -v -x -F $(addprefix -e ,$(WASM_PKGS) $(shell $(GO) list $(RACE_PKGS))))
 
 
-.PHONY: all help build wasm check-module test ci test-go test-race test-node vet demo bench bench-scale fuzz soak mutants clean
+.PHONY: all help build wasm check-module test test-go test-race test-node vet demo bench bench-scale fuzz soak mutants clean
 
 all: build wasm
 
@@ -73,18 +73,16 @@ check-module: wasm
 # Two lanes: test-go in one; vet, test-race and test-node in the other.
 # test-go's long tail is electhost's end-to-end tests, which mostly wait
 # on election timers, so the race run fits beside it instead of after it.
-# Each lane's output is printed whole when it ends (--output-sync), so two
-# go test runs never interleave. TEST_JOBS=1 runs them one after another.
+# Each target's output is printed whole when it ends (--output-sync), so
+# two go test runs never interleave. TEST_JOBS=1 runs them one after
+# another. CI_EXTRA names more targets for the same lanes: .ci/run adds
+# the mutants, the module check and the fuzz targets, each started when a
+# lane is free (the second lane reaches them while test-go's end-to-end
+# tests still run); set MUTANTS_FLAGS and FUZZTIME as for those targets.
 TEST_JOBS ?= 2
+CI_EXTRA  ?=
 test:
-	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-go vet test-race test-node
-
-# What .ci/run checks, in the same two lanes: make test's targets, then the
-# mutants, the module check and the fuzz targets, each started when a lane
-# is free (the second lane reaches the mutants while test-go's end-to-end
-# tests still run). Set MUTANTS_FLAGS and FUZZTIME as for those targets.
-ci:
-	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-go vet test-race test-node mutants check-module fuzz
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-go vet test-race test-node $(CI_EXTRA)
 
 vet: wasm
 	$(GO) vet $(NATIVE_PKGS)
@@ -168,8 +166,8 @@ soak: build
 
 # Each mutation of the core (core/sim/mutants/main.go) must be caught by the
 # simulator within the CI's seed budget; the unmutated core must pass it.
-# (After the module only so that make ci's second lane runs vet and the
-# race run first.)
+# (After the module only so that, in make test's lanes with CI_EXTRA, the
+# second lane runs vet and the race run first.)
 mutants: | wasm
 	$(GO) run ./core/sim/mutants $(MUTANTS_FLAGS)
 
