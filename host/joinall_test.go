@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/transport"
@@ -42,7 +43,7 @@ func TestJoinAllOneRoundTrip(t *testing.T) {
 		t.Cleanup(func() { ag.Close(ctx); tr.Close() })
 	}
 	cfg := func(id string, i int) core.Config {
-		return core.Config{ID: id, Group: fmt.Sprintf("g%03d", i), Members: ids, HeartbeatMs: 50, ElectionTimeoutMs: 500, Priority: map[string]uint32{"a": 1, "b": 2}[id]}
+		return core.Config{ID: id, Group: fmt.Sprintf("g%03d", i), Members: ids, HeartbeatMs: 100, ElectionTimeoutMs: 1000, Priority: map[string]uint32{"a": 1, "b": 2}[id]}
 	}
 	specs := make([]JoinSpec, n)
 	for i := range specs {
@@ -63,7 +64,9 @@ func TestJoinAllOneRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	transporttest.WaitFor(t, "every group led by b and known by a", func() bool {
+	// 200 groups of two elect and hand over to b: under -race on a loaded
+	// machine that takes many election timeouts.
+	transporttest.WaitForWithin(t, 2*time.Minute, "every group led by b and known by a", func() bool {
 		for _, el := range els {
 			if el.Status().Leader != "b" {
 				return false

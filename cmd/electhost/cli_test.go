@@ -286,7 +286,8 @@ func TestCLIUnwritableDefaultCache(t *testing.T) {
 	natsURL, _ := natstest.Start(t)
 	notADir := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(notADir, []byte("x"), 0o644)
-	code, _, stderr := runCLI(t, 60*time.Second, []string{"XDG_CACHE_HOME=" + notADir, "HOME=" + notADir},
+	// Compiling in memory under -race on a loaded machine took over a minute.
+	code, _, stderr := runCLI(t, 4*time.Minute, []string{"XDG_CACHE_HOME=" + notADir, "HOME=" + notADir},
 		"run", "--once", "--group", "g", "--id", "solo", "--members", "solo", "--heartbeat", "100ms", "--election-timeout", "600ms",
 		"--state-dir", t.TempDir(), "--broker", natsURL, "--", "true")
 	if code != 0 || !strings.Contains(stderr, "compilation cache unusable") {

@@ -17,7 +17,14 @@ import (
 // WaitFor polls cond until it holds or the (generous) limit passes.
 func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	WaitForWithin(t, 15*time.Second, what, cond)
+}
+
+// WaitForWithin is WaitFor with its own give-up, for a condition that needs
+// many elections on a loaded machine.
+func WaitForWithin(t testing.TB, giveUp time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(giveUp)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
