@@ -531,21 +531,7 @@ func BenchmarkManyGroups(b *testing.B) {
 		rt   func(testing.TB) *Runtime
 	}{{"native", nil}, {"default", testRuntime}} {
 		b.Run("rt="+rc.name, func(b *testing.B) {
-			var inst interface {
-				Step(*core.Input, *core.Output) error
-				Status(string) (core.Status, bool, error)
-			}
-			memory := func() uint64 { return 0 }
-			if rc.rt == nil {
-				inst = nativeStatus{core.NewEngine()}
-			} else {
-				wi, err := rc.rt(b).NewInstance(context.Background())
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer wi.Close(context.Background())
-				inst, memory = wi, wi.MemoryBytes
-			}
+			inst, memory := benchInstance(b, rc.rt)
 			ids := []string{"a", "b", "c"}
 			var out core.Output
 			for start := 0; start < groups; start += 1000 {
@@ -597,19 +583,7 @@ func BenchmarkStepAllDue(b *testing.B) {
 		rt   func(testing.TB) *Runtime
 	}{{"native", nil}, {"default", testRuntime}} {
 		b.Run("rt="+rc.name, func(b *testing.B) {
-			var inst interface {
-				Step(*core.Input, *core.Output) error
-			}
-			if rc.rt == nil {
-				inst = nativeStatus{core.NewEngine()}
-			} else {
-				wi, err := rc.rt(b).NewInstance(context.Background())
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer wi.Close(context.Background())
-				inst = wi
-			}
+			inst, _ := benchInstance(b, rc.rt)
 			ids := []string{"a", "b", "c"}
 			var out core.Output
 			for start := 0; start < groups; start += 250 {
@@ -641,6 +615,23 @@ func BenchmarkStepAllDue(b *testing.B) {
 			b.ReportMetric(float64(longest.Microseconds())/1000, "longest-step-ms")
 		})
 	}
+}
+
+// benchInstance is a native engine (rt nil) or a wasm instance of rt, closed
+// when b ends, and a reader of its linear memory (0 natively).
+func benchInstance(b *testing.B, rt func(testing.TB) *Runtime) (interface {
+	Step(*core.Input, *core.Output) error
+	Status(string) (core.Status, bool, error)
+}, func() uint64) {
+	if rt == nil {
+		return nativeStatus{core.NewEngine()}, func() uint64 { return 0 }
+	}
+	wi, err := rt(b).NewInstance(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { wi.Close(context.Background()) })
+	return wi, wi.MemoryBytes
 }
 
 type nativeStatus struct{ e *core.Engine }
