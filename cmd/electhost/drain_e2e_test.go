@@ -115,7 +115,7 @@ func TestE2ETransferDrainStay(t *testing.T) {
 
 	// A follower cannot transfer: the error names the leader and where to
 	// run it.
-	c.underLeader("a1", "transfer at a follower", func(uint64) string {
+	c.underLeader("a1", "transfer at a follower", func(string, uint64) string {
 		code, _, stderr := runCLI(t, time.Minute, nil, "transfer", "--group", c.group, "--to", "a3", "--state-dir", c.stateDir("a2"))
 		if want := "a2 is not the leader of " + c.group + ": a1 is"; code != exitFailure || !strings.Contains(stderr, want) {
 			return fmt.Sprintf("exit %d, want 1 and %q: %s", code, want, stderr)
@@ -269,43 +269,13 @@ func TestE2ETransferDrainStay(t *testing.T) {
 	c.checkCommandLog()
 }
 
-// agreed reports the leader and term every live agent agrees on, with that
-// leader reporting itself leading (ok false if they do not agree), and a
-// view of what each agent said.
-func (c *cluster) agreed() (leader string, term uint64, ok bool, view string) {
-	var views []string
-	ok = true
-	roles := map[string]string{}
-	for _, id := range c.ids {
-		p := c.proc(id)
-		if p == nil || !p.alive() {
-			continue
-		}
-		s, err := p.status()
-		if err != nil {
-			return "", 0, false, id + ": " + err.Error()
-		}
-		roles[id] = s.Role
-		views = append(views, id+":"+s.Role+" leader="+s.Leader)
-		switch {
-		case s.Leader == "":
-			ok = false
-		case leader == "":
-			leader, term = s.Leader, s.Term
-		case s.Leader != leader || s.Term != term:
-			ok = false
-		}
-	}
-	return leader, term, ok && roles[leader] == "leader", strings.Join(views, "; ")
-}
-
 // waitLeads waits until every live agent agrees that id leads, and returns
 // the term.
 func (c *cluster) waitLeads(id string, within time.Duration) uint64 {
 	c.t.Helper()
 	var term uint64
 	waitFor(c.t, within, id+" leads, agreed", func() (bool, string) {
-		l, tm, ok, view := c.agreed()
+		l, tm, ok, view := c.agreed("")
 		term = tm
 		return ok && l == id, view
 	})

@@ -245,46 +245,52 @@ func (p *agentProc) getJSON(path string, v any) error {
 	return json.Unmarshal([]byte(body), v)
 }
 
+// agreed reports the leader and term every live agent but except agrees
+// on, with that leader (not except) reporting itself leading (ok false if
+// they do not agree), and a view of what each agent said.
+func (c *cluster) agreed(except string) (leader string, term uint64, ok bool, view string) {
+	var views []string
+	ok = true
+	roles := map[string]string{}
+	for _, id := range c.ids {
+		p := c.proc(id)
+		if p == nil || !p.alive() || id == except {
+			continue
+		}
+		s, err := p.status()
+		if err != nil {
+			views = append(views, id+": "+err.Error())
+			ok = false
+			continue
+		}
+		roles[id] = s.Role
+		views = append(views, fmt.Sprintf("%s: %s leader=%q term=%d", id, s.Role, s.Leader, s.Term))
+		switch {
+		case s.Leader == "" || s.Leader == except:
+			ok = false
+		case leader == "":
+			leader, term = s.Leader, s.Term
+		case s.Leader != leader || s.Term != term:
+			ok = false
+		}
+	}
+	return leader, term, ok && roles[leader] == "leader", strings.Join(views, "; ")
+}
+
 // waitAgreement waits until every live agent but except reports the same
 // leader (not except) and term >= minTerm, and that leader reports itself
 // leading. It returns the leader, the term and the time it took.
 func (c *cluster) waitAgreement(except string, minTerm uint64, within time.Duration) (string, uint64, time.Duration) {
 	c.t.Helper()
 	t0 := time.Now()
-	var views []string
-	for time.Since(t0) < within {
-		views = views[:0]
-		leader, term, agree, n := "", uint64(0), true, 0
-		roles := map[string]string{}
-		for _, id := range c.ids {
-			p := c.proc(id)
-			if p == nil || !p.alive() || id == except {
-				continue
-			}
-			n++
-			s, err := p.status()
-			if err != nil {
-				views = append(views, id+": "+err.Error())
-				agree = false
-				continue
-			}
-			roles[id] = s.Role
-			views = append(views, fmt.Sprintf("%s: %s leader=%q term=%d", id, s.Role, s.Leader, s.Term))
-			if s.Leader == "" || s.Leader == except || s.Term < minTerm {
-				agree = false
-			} else if leader == "" {
-				leader, term = s.Leader, s.Term
-			} else if s.Leader != leader || s.Term != term {
-				agree = false
-			}
-		}
-		if agree && n > 0 && roles[leader] == "leader" {
-			return leader, term, time.Since(t0)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	c.t.Fatalf("no agreed leader (not %q, term >= %d) within %v: %s", except, minTerm, within, strings.Join(views, "; "))
-	return "", 0, 0
+	var leader string
+	var term uint64
+	waitFor(c.t, within, fmt.Sprintf("an agreed leader (not %q, term >= %d)", except, minTerm), func() (bool, string) {
+		l, tm, ok, view := c.agreed(except)
+		leader, term = l, tm
+		return ok && tm >= minTerm, view
+	})
+	return leader, term, time.Since(t0)
 }
 
 // waitCommand waits until the leader-only command of term runs on leader.
@@ -338,8 +344,8 @@ func (c *cluster) waitCommandIn(dir, leader string, term uint64, within time.Dur
 
 // waitCommandFrom waits until the leader-only command runs for term or a
 // later one, on a member other than exclude whose own status says it leads
-// that term.
-func (c *cluster) waitCommandFrom(exclude string, term uint64, within time.Duration) {
+// that term, and returns that member and term.
+func (c *cluster) waitCommandFrom(exclude string, term uint64, within time.Duration) (string, uint64) {
 	c.t.Helper()
 	deadline := time.Now().Add(within)
 	var b []byte
@@ -349,12 +355,13 @@ func (c *cluster) waitCommandFrom(exclude string, term uint64, within time.Durat
 		var l string
 		if _, err := fmt.Sscanf(string(b), "%d %s", &lt, &l); err == nil && lt >= term && l != exclude && slices.Contains(c.ids, l) {
 			if s, err := c.proc(l).status(); err == nil && s.Leader == l && s.Term == lt {
-				return
+				return l, lt
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	c.t.Fatalf("no leader-only command of term %d or later runs on its leader within %v (lock: %q)", term, within, b)
+	return "", 0
 }
 
 // commandRunning says whether a leader-only command whose lock is in dir

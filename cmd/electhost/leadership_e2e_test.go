@@ -52,27 +52,33 @@ func (c *cluster) leads(id string, term uint64) bool {
 	return err == nil && s.Role == "leader" && s.Term == term
 }
 
-// underLeader waits until every live agent agrees that id leads, runs
-// step with that term and returns the term. step returns "" when it
-// succeeded, else what went wrong. If id's leadership of that term ended
-// meanwhile, the step runs again under id's next leadership (at most
-// stepTries times in all); otherwise its failure fails the test.
-func (c *cluster) underLeader(id, what string, step func(term uint64) string) uint64 {
+// underLeader waits until every live agent agrees that id leads (any
+// member if id is ""), runs step with that leader and term and returns
+// them. step returns "" when it succeeded, else what went wrong. If that
+// leadership ended meanwhile, the step runs again under the next one (id's,
+// if given; at most stepTries times in all); otherwise its failure fails
+// the test.
+func (c *cluster) underLeader(id, what string, step func(leader string, term uint64) string) (string, uint64) {
 	c.t.Helper()
 	for try := 1; ; try++ {
-		term := c.waitLeads(id, time.Minute)
-		problem := step(term)
+		leader, term := id, uint64(0)
+		if id == "" {
+			leader, term, _ = c.waitAgreement("", 1, time.Minute)
+		} else {
+			term = c.waitLeads(id, time.Minute)
+		}
+		problem := step(leader, term)
 		if problem == "" {
-			return term
+			return leader, term
 		}
-		if c.leads(id, term) {
-			c.t.Fatalf("%s, while %s led term %d throughout: %s", what, id, term, problem)
+		if c.leads(leader, term) {
+			c.t.Fatalf("%s, while %s led term %d throughout: %s", what, leader, term, problem)
 		}
-		why := c.stoppedLeading(id, term)
+		why := c.awaitStopped(leader, term)
 		if try == stepTries {
-			c.t.Fatalf("%s: %s lost its leadership during each of %d tries (the last, term %d: %q): %s", what, id, try, term, why, problem)
+			c.t.Fatalf("%s: the leadership ended during each of %d tries (the last, %s's term %d: %q): %s", what, try, leader, term, why, problem)
 		}
-		c.t.Logf("%s: %s's leadership of term %d ended during the step (%q), again: %s", what, id, term, why, problem)
+		c.t.Logf("%s: %s's leadership of term %d ended during the step (%q), again: %s", what, leader, term, why, problem)
 	}
 }
 

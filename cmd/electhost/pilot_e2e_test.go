@@ -536,13 +536,21 @@ func TestE2EPilotRestartedNodeCutOff(t *testing.T) {
 // on no leader in 17 s (terms 2 to 6, one candidate, one pre-candidate):
 // with pilotctl's process start under load, a message's delay then exceeds
 // the gap between two members' campaign deadlines (a rank's slot is ET/8,
-// 250 ms), and split votes repeat. The group
-// must regain a leader, and that leader's command must run, after each
-// fault — a SIGKILLed leader, a SIGTERM hand-off faster than an election
-// timeout — and the leader-only
-// command must never run twice at once. Leadership may also move under the
-// delays (a lease lost to a late round of acks): each wait accepts a later
-// term, as long as one leader is agreed and its command runs.
+// 250 ms), and split votes repeat. The group must regain a leader, and
+// that leader's command must run, after each fault — a SIGKILLed leader,
+// a SIGTERM hand-off — and the leader-only command must never run twice
+// at once. The hand-off must move leadership by the resign, not by an
+// election timeout: no follower campaigns.
+//
+// How fast is logged against the design bounds, not asserted: a loaded
+// runner misses them, and make bench-scale measures failover. Leadership
+// also moves under the delays and load (a lease lost to a late round of
+// acks: a clean-clone CI pair at load 15-30 went through terms 4-9 in 26 s,
+// every lease lost within a second): the waits accept a later term, and
+// give up after minutes, bounds on their cause (an agreed leader, its
+// command). A hand-off that was not one — the resigner's leadership lost
+// before its resign, or a follower campaigning — runs again from a
+// restarted resigner: a hand-off broken for good fails every try.
 func TestE2EPilotFloodDelays(t *testing.T) {
 	const flood = 200 * time.Millisecond
 	opts := pilotFaults("a1", "a2", "a3")
@@ -553,47 +561,70 @@ func TestE2EPilotFloodDelays(t *testing.T) {
 		pilotDefHB, pilotDefET, pilotLatency+flood)
 	c.envOf = func(id string) []string { return []string{pilotstandin.EnvNode + "=" + id} }
 	c.startAll()
-	leader, term, _ := c.waitAgreement("", 1, time.Minute)
-	c.waitCommandFrom("", term, 20*time.Second)
-	leader, term, _ = c.waitAgreement("", term, 20*time.Second)
+	leader, term, _ := c.waitAgreement("", 1, 2*time.Minute)
+	c.waitCommandFrom("", term, 2*time.Minute)
+	// The leader right before the kill: a lease lost to load since would
+	// make it a follower's.
+	leader, term, _ = c.waitAgreement("", term, 2*time.Minute)
 	t.Logf("first leader: %s at term %d", leader, term)
-	bound := 2*c.et + 5*c.latency + time.Second
 
-	// A SIGKILLed leader is replaced, and the killed agent rejoins.
-	c.signal(leader, syscall.SIGKILL)
-	c.waitExit(leader, 5*time.Second)
-	killed := leader
-	// The bound is logged, not asserted: two survivors can split their
-	// votes several times over when a message's delay (pilotctl's process
-	// start on a loaded runner, plus the flood's) exceeds the gap between
-	// their campaign deadlines (a rank's slot, ET/8): at load 15-20 once no
+	// A SIGKILLed leader is replaced, and the killed agent rejoins. The
+	// bound is logged, not asserted: two survivors can split their votes
+	// several times over when a message's delay (pilotctl's process start
+	// on a loaded runner, plus the flood's) exceeds the gap between their
+	// campaign deadlines (a rank's slot, ET/8): at load 15-20 once no
 	// leader in 16.5 s (both candidates at term 5).
-	leader, term, took := c.waitAgreement(killed, term+1, time.Minute)
-	t.Logf("failover: %s leads term %d, %v after the SIGKILL of %s (design bound %v)", leader, term, took.Round(time.Millisecond), killed, bound)
-	c.waitCommandFrom(killed, term, 20*time.Second)
+	c.signal(leader, syscall.SIGKILL)
+	c.waitExit(leader, 10*time.Second)
+	killed := leader
+	leader, term, took := c.waitAgreement(killed, term+1, 2*time.Minute)
+	t.Logf("failover: %s leads term %d, %v after the SIGKILL of %s (design bound %v)", leader, term, took.Round(time.Millisecond), killed, 2*c.et+5*c.latency+time.Second)
+	_, term = c.waitCommandFrom(killed, term, 2*time.Minute)
 	c.start(killed)
-	// A leader hands over to the best member that acked its configuration;
-	// right after an election (the rejoin can bring one) none may have yet,
-	// their acks still in the flood, and the resign then names nobody: an
-	// election, not a hand-off (a CI run: SIGTERM 0.8 s into a2's term 3,
-	// a resign naming nobody, terms 4-6 split, a3 led term 7 after 10.5 s).
-	leader, term = c.waitHandoffReady(term, 30*time.Second)
 
-	// A SIGTERM hand-off: the resigner exits 0 and another leads.
-	resigner := leader
-	c.signal(resigner, syscall.SIGTERM)
-	leader, term, took = c.waitAgreement(resigner, term+1, bound+10*time.Second)
-	t.Logf("hand-off: %s → %s at term %d, %v after SIGTERM", resigner, leader, term, took.Round(time.Millisecond))
-	if code := c.waitExit(resigner, 10*time.Second); code != 0 {
-		t.Fatalf("%s exited %d after SIGTERM, want 0", resigner, code)
+	// A SIGTERM hand-off: the resigner stops leading by its resign and
+	// exits 0, and another leads without a campaign of its own.
+	for try := 1; ; try++ {
+		// A leader hands over to the best member that acked its
+		// configuration; right after an election (the rejoin can bring
+		// one) none may have yet, their acks still in the flood, and the
+		// resign then names nobody: an election, not a hand-off (a CI
+		// run: SIGTERM 0.8 s into a2's term 3, a resign naming nobody,
+		// terms 4-6 split, a3 led term 7 after 10.5 s).
+		resigner, rterm := c.waitHandoffReady(term, 3*time.Minute)
+		campaigns := map[string]uint64{}
+		for _, id := range c.ids {
+			if s, err := c.proc(id).status(); err == nil && id != resigner {
+				campaigns[id] = s.Elections
+			}
+		}
+		t0 := time.Now()
+		c.signal(resigner, syscall.SIGTERM)
+		leader, term, took = c.waitAgreement(resigner, rterm+1, 2*time.Minute)
+		if code := c.waitExit(resigner, 30*time.Second); code != 0 {
+			t.Fatalf("%s exited %d after SIGTERM, want 0", resigner, code)
+		}
+		problem := ""
+		for id, before := range campaigns {
+			if s, err := c.proc(id).status(); err != nil || s.Elections != before {
+				problem = fmt.Sprintf("%s started %d campaigns (%v): the leadership moved by an election timeout, not by the resign", id, s.Elections-before, err)
+			}
+		}
+		why := c.stoppedLeading(resigner, rterm)
+		if why != "resigned" {
+			problem = fmt.Sprintf("%s stopped leading term %d: %q, not by its resign", resigner, rterm, why)
+		}
+		if problem == "" {
+			t.Logf("hand-off: %s → %s at term %d, %v after SIGTERM (design bound %v)", resigner, leader, term, took.Round(time.Millisecond), c.et+5*c.latency+time.Second)
+			c.waitCommandFrom(resigner, term, 2*time.Minute)
+			break
+		}
+		if try == stepTries {
+			t.Fatalf("hand-off, %d tries: %s (leaderships lost since the last SIGTERM: %q)", try, problem, c.lostSince(t0))
+		}
+		t.Logf("hand-off from %s at term %d, try %d: %s (leaderships lost since the SIGTERM: %q); again", resigner, rterm, try, problem, c.lostSince(t0))
+		c.start(resigner)
 	}
-	// The resign reaches the others through the delays: faster than an
-	// election the timeout would start (publishes that miss their deadline
-	// and back off do not make it).
-	if took > c.et+5*c.latency+time.Second {
-		t.Errorf("hand-off took %v: not faster than a timeout-driven election", took)
-	}
-	c.waitCommandFrom(resigner, term, 20*time.Second)
 	c.stopAll()
 	c.checkCommandLog()
 
@@ -624,27 +655,20 @@ func (c *cluster) waitHandoffReady(minTerm uint64, within time.Duration) (string
 	var leader string
 	var term uint64
 	waitFor(c.t, within, "every agent follows one leader and holds its configuration, committed", func() (bool, string) {
-		leader, term = "", 0
-		var views []string
-		ok := true
-		for _, id := range c.ids {
-			p := c.proc(id)
-			if p == nil || !p.alive() {
-				continue
-			}
-			s, err := p.status()
-			if err != nil {
-				views = append(views, id+": "+err.Error())
-				ok = false
-				continue
-			}
-			views = append(views, fmt.Sprintf("%s: %s leader=%q term=%d conf %d.%d committed %v", id, s.Role, s.Leader, s.Term, s.ConfTerm, s.ConfIndex, s.ConfCommitted))
-			if leader == "" {
-				leader, term = s.Leader, s.Term
-			}
-			ok = ok && s.Leader != "" && s.Leader == leader && s.Term == term && s.Term >= minTerm && s.ConfTerm == term && s.ConfCommitted
+		l, tm, ok, view := c.agreed("")
+		leader, term = l, tm
+		if !ok || tm < minTerm {
+			return false, view
 		}
-		return ok, strings.Join(views, "; ")
+		for _, id := range c.ids {
+			if p := c.proc(id); p != nil && p.alive() {
+				s, err := p.status()
+				if err != nil || s.Term != tm || s.ConfTerm != tm || !s.ConfCommitted {
+					return false, fmt.Sprintf("%s; %s: term %d conf %d.%d committed %v %v", view, id, s.Term, s.ConfTerm, s.ConfIndex, s.ConfCommitted, err)
+				}
+			}
+		}
+		return true, ""
 	})
 	return leader, term
 }

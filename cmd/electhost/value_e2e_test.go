@@ -123,7 +123,7 @@ func TestE2ELeaderValue(t *testing.T) {
 	// A passive listener hears it too (for two election timeouts rather
 	// than its default 2 heartbeats + 300 ms, which a loaded runner can
 	// spend starting the process).
-	c.underLeader(leader, "electhost status", func(uint64) string {
+	c.underLeader(leader, "electhost status", func(string, uint64) string {
 		code, stdout, stderr := runCLI(t, time.Minute, nil, "status", "--group", c.group, "--broker", natsURL, "--heartbeat", hb.String(),
 			"--wait", (2 * et).String(), "--json")
 		var rep statusReport
@@ -184,7 +184,7 @@ func TestE2ELeaderValue(t *testing.T) {
 	// a value a3 may have: if a3 led for a moment, it took it.)
 	follower := "a3"
 	proclaimed[follower] = append(proclaimed[follower], "x")
-	c.underLeader(leader, "proclaim at a follower", func(uint64) string {
+	c.underLeader(leader, "proclaim at a follower", func(string, uint64) string {
 		code, _, stderr := runCLI(t, time.Minute, nil, "proclaim", "--group", c.group, "--value", "x", "--state-dir", c.stateDir(follower))
 		if want := follower + " is not the leader of " + c.group + ": " + leader + " is"; code != exitFailure || !strings.Contains(stderr, want) {
 			return fmt.Sprintf("exit %d, want 1 and %q: %s", code, want, stderr)
@@ -203,7 +203,7 @@ func TestE2ELeaderValue(t *testing.T) {
 	// (status --watch prints it with the proclaim's term). A leadership
 	// lost meanwhile is waited out with a fresh value.
 	var moved string
-	c.underLeader(leader, "proclaim at the leader", func(term uint64) string {
+	c.underLeader(leader, "proclaim at the leader", func(_ string, term uint64) string {
 		before, err := c.proc(leader).status()
 		if err != nil || before.Term != term {
 			return fmt.Sprintf("%s's /status: term %d %v", leader, before.Term, err)
