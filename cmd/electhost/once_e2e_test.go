@@ -54,10 +54,10 @@ func (a *onceAgent) stderr() string { b, _ := os.ReadFile(a.log); return string(
 
 func (a *onceAgent) waitLog(t *testing.T, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !strings.Contains(a.stderr(), want) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no %q in the --once agent's log within 30s:\n%s", want, a.stderr())
+			t.Fatalf("no %q in the --once agent's log within a minute:\n%s", want, a.stderr())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -98,13 +98,15 @@ func TestE2ERunOnceWaitingVisibly(t *testing.T) {
 		}
 		oneErrorLine(t, stderr, c.want)
 	}
-	c, _ := newNATSCluster(t, 100*time.Millisecond, 600*time.Millisecond)
+	// 200 ms / 1.2 s: the --timeout line must name a leader, and at 100 ms
+	// / 600 ms a loaded runner loses leases.
+	c, _ := newNATSCluster(t, 200*time.Millisecond, 1200*time.Millisecond)
 	keepers := c.ids[:2]
 	job := c.ids[2]
 	for _, id := range keepers {
 		c.startWith(id, c.ids, "--priority", "1000")
 	}
-	leader, term, _ := c.waitAgreement(job, 1, 30*time.Second)
+	leader, term, _ := c.waitAgreement(job, 1, 2*time.Minute) // the first start may compile the module
 	t.Logf("%s leads term %d", leader, term)
 	ran := filepath.Join(c.root, "ran")
 	script := "echo x >> " + ran + "; exec sleep 1000"
@@ -145,10 +147,10 @@ func TestE2ERunOnceWaitingVisibly(t *testing.T) {
 	// while it runs stops it and exits with its status (sh killed by
 	// SIGTERM: 143).
 	a = startOnce(t, c, job, "--priority", "2000", "--timeout", "60s", "--", "sh", "-c", "echo x >> "+ran+"; sleep 1000")
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for len(readLines(ran)) == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the higher-priority --once agent's command did not run within 30s:\n%s", a.stderr())
+			t.Fatalf("the higher-priority --once agent's command did not run within a minute:\n%s", a.stderr())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
