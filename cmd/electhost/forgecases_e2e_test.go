@@ -87,9 +87,10 @@ func TestE2EForgedHoldlessResign(t *testing.T) {
 	for _, id := range c.ids {
 		c.startWith(id, c.ids, "--grace", "900ms")
 	}
-	leader, term, _ := c.waitAgreement("", 1, 60*time.Second)
-	c.waitCommand(leader, term, 10*time.Second)
-	hb := f.waitCaptured(1, 10*time.Second, "heartbeats of "+leader, func(m captured) bool {
+	leader, term, _ := c.waitAgreement("", 1, 2*time.Minute) // the first start may compile the module
+	// Its command, or a later leader's (a lease lost to load).
+	leader, term = c.waitCommandFrom("", term, time.Minute)
+	hb := f.waitCaptured(1, time.Minute, "heartbeats of "+leader, func(m captured) bool {
 		return m.Type == "heartbeat" && m.From == leader && m.Term == term
 	})
 	var fields map[string]any
@@ -110,7 +111,7 @@ func TestE2EForgedHoldlessResign(t *testing.T) {
 		}
 	}
 	f.publish(f.forge(resign))
-	c.waitCommandFrom(leader, term+1, 20*time.Second)
+	c.waitCommandFrom(leader, term+1, time.Minute)
 	c.checkCommandLog() // no start before the previous stop; no lock found held
 	t.Logf("forged hold-less resign %s → %s in term %d: the next command started after the old one stopped", leader, to, term)
 }
