@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/electcore/electcore/core"
+
 // Hand-off success (quorum): a leader that resigns naming a successor
 // (CmdResign, CmdTransfer, a transfer to a better member) pushes its vote
 // and its followers' to that member for the next term, so that member
@@ -19,8 +21,12 @@ package sim
 
 // handoff is a resign in flight: its successor and when it left.
 type handoff struct {
-	to int
-	at int64
+	from, to int
+	at       int64
+	// unheard counts the members of from's configuration, not to, that
+	// its resign reached in its term knowing no leader of it; need is how
+	// many make the successor depend on them for a majority.
+	unheard, need int
 }
 
 // healed reports whether the network is whole now: out of the fault
@@ -60,7 +66,9 @@ func (w *world) resigned(n *node, term uint64, to string) {
 	if w.handoffs == nil {
 		w.handoffs = map[uint64]handoff{}
 	}
-	w.handoffs[term+1] = handoff{to: k, at: w.now}
+	// Without the votes of more than len − majority members, the
+	// resigner's and the successor's are no majority.
+	w.handoffs[term+1] = handoff{from: n.idx, to: k, at: w.now, need: len(n.members) - (len(n.members)/2 + 1) + 1}
 	w.res.HandoffsNamed++
 }
 
@@ -128,6 +136,42 @@ func (w *world) finishHandoffs() {
 		} else {
 			delete(w.handoffs, t)
 			w.res.HandoffsNamed--
+		}
+	}
+}
+
+// resignArrived notes a hand-off's resign reaching a member of the
+// resigner's configuration, not its successor, that persisted the resign's
+// term but knows no leader of it (it restarted, or voted and has not heard
+// the leader yet): it must take the resign and push its vote. Once so many
+// did that the successor cannot win without them, the hand-off counts in
+// Result.HandoffsUnheard.
+func (w *world) resignArrived(n *node, payload []byte) {
+	m, ok := parsePub(payload)
+	if !ok || m.To == "" {
+		return
+	}
+	h, open := w.handoffs[m.Term+1]
+	if !open || h.unheard >= h.need || n.idx == h.to || n.idx == h.from || w.nodes[h.to].id != m.To ||
+		n.known >= 0 || n.persisted.Term != m.Term || !w.inLeaderConf(w.nodes[h.from], n) {
+		return
+	}
+	h.unheard++
+	w.handoffs[m.Term+1] = h
+	if h.unheard == h.need {
+		w.res.HandoffsUnheard++
+	}
+}
+
+// stalledHandoff counts a hand-off command reaching, on a healed network,
+// a leader whose lease ran out before this step (it was paused past it):
+// the leader must step down before it acts on the batch, and hand nothing
+// over (Result.StalledHandoffs).
+func (w *world) stalledHandoff(n *node, cmds []core.Command) {
+	for _, c := range cmds {
+		if c.Kind == core.CmdResign || c.Kind == core.CmdTransfer {
+			w.res.StalledHandoffs++
+			return
 		}
 	}
 }

@@ -98,7 +98,9 @@ type Options struct {
 	// whole run, the leader cut off with a minority right after it speaks,
 	// single messages and votes held back for one to three election
 	// timeouts, crash-restart loops, pauses, and resignations and transfers
-	// that reach only some members.
+	// that reach only some members; in quorum mode, after the heal,
+	// hand-offs to members that know no leader of their term and to a
+	// leader stalled past its lease (healedhandoff.go).
 	Targeted bool `json:"targeted,omitempty"`
 	// Membership makes every seed of the fault mix (quorum mode) change the
 	// configuration: spare nodes waiting to be added and several changes

@@ -70,6 +70,14 @@ type Result struct {
 	// counted above: sent after the successor's term had enough votes for
 	// others that no majority could elect it there (handoff.go).
 	HandoffsSuperseded int64 `json:"handoffs_superseded,omitempty"`
+	// HandoffsUnheard counts the hand-offs of HandoffsNamed whose
+	// successor could win only with the votes of members that were in the
+	// resign's term but knew no leader of it (handoff.go resignArrived);
+	// StalledHandoffs the hand-off commands that reached, on a healed
+	// network, a leader whose lease had run out before it could act on
+	// them (paused past it).
+	HandoffsUnheard int64 `json:"handoffs_unheard,omitempty"`
+	StalledHandoffs int64 `json:"stalled_handoffs,omitempty"`
 
 	// FirstLeaderMs is when the swarm first agreed on a leader (measuring
 	// scenarios); LivenessMs is how long after the faults ended it agreed
@@ -211,6 +219,11 @@ type Report struct {
 	HandoffLostSeeds []uint64 `json:"handoff_lost_seeds,omitempty"`
 	// HandoffsSuperseded: resigns too late for any hand-off (Result).
 	HandoffsSuperseded int64 `json:"handoffs_superseded,omitempty"`
+	// HandoffsUnheard, StalledHandoffs: hand-offs that needed the votes of
+	// members knowing no leader of their term, and hand-off commands that
+	// reached a leader stalled past its lease (Result).
+	HandoffsUnheard int64 `json:"handoffs_unheard,omitempty"`
+	StalledHandoffs int64 `json:"stalled_handoffs,omitempty"`
 	// FailoverElected: crash → new leader elected; FailoverKnown: crash →
 	// every live node knows it.
 	FailoverElected Stats `json:"failover_elected_ms"`
@@ -302,6 +315,8 @@ func Aggregate(results []*Result) *Report {
 		r.HandoffsNamed += res.HandoffsNamed
 		r.HandoffsLost += res.HandoffsLost
 		r.HandoffsSuperseded += res.HandoffsSuperseded
+		r.HandoffsUnheard += res.HandoffsUnheard
+		r.StalledHandoffs += res.StalledHandoffs
 		if res.HandoffsLost > 0 && len(r.HandoffLostSeeds) < 20 {
 			r.HandoffLostSeeds = append(r.HandoffLostSeeds, res.Seed)
 		}

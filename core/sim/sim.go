@@ -695,6 +695,9 @@ func (w *world) step(n *node) error {
 		}
 	}
 	wasDrained := n.drained
+	if n.leader && n.leaseEnd > 0 && n.leaseEnd <= w.now && w.healed() {
+		w.stalledHandoff(n, in.Commands)
+	}
 	for _, c := range in.Commands {
 		n.drained = n.drained || c.Kind == core.CmdDrain
 	}
@@ -805,6 +808,8 @@ func (w *world) publish(from *node, payload []byte, p *pubSent) {
 	faulty := w.inFaultPhase()
 	if faulty && w.tgt != nil {
 		w.tgt.published(from, payload)
+	} else if w.tgt != nil && w.tgt.healed != nil {
+		w.tgt.healed.published(from, p)
 	}
 	if faulty && w.Faults.Replays > 0 {
 		// Reservoir sampling: every publish of the fault phase is equally
@@ -956,6 +961,9 @@ func (w *world) deliver(ev *event) {
 		return
 	}
 	w.res.Delivered++
+	if len(w.handoffs) > 0 && msgKind(ev.payload) == "resign" {
+		w.resignArrived(n, ev.payload)
+	}
 	n.in = append(n.in, core.Message{Topic: "election:g", Payload: ev.payload})
 	w.touch(n)
 }

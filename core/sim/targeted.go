@@ -59,6 +59,8 @@ type targeted struct {
 	dupConfUntil  int64    // until then, every config message also arrives again, late
 	old           [][]byte // recent votes, resigns and config messages, for replays
 	oldFrom       []int
+
+	healed *healedHandoffs // quorum: the hand-offs of the healed phase (healedhandoff.go)
 }
 
 func newTargeted(w *world) *targeted {
@@ -66,6 +68,9 @@ func newTargeted(w *world) *targeted {
 		mr: rand.New(rand.NewPCG(w.Seed, 0x6d7467))}
 	w.at(w.cfg.ElectionTimeoutMs, t.act)
 	w.at(w.cfg.ElectionTimeoutMs, t.actMembership)
+	if w.Mode == core.ModeQuorum {
+		t.healed = newHealedHandoffs(w)
+	}
 	return t
 }
 
