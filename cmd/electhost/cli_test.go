@@ -185,6 +185,17 @@ func TestSimCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &mem); code != 0 || err != nil || mem.Violations != 0 || mem.ConfigChanges == 0 {
 		t.Fatalf("sim --membership: exit %d, %+v, %v\n%s\n%s", code, mem, err, stdout, stderr)
 	}
+	// The targeted schedule's hand-offs after the heal reach their cases.
+	code, stdout, stderr = runCLI(t, 2*time.Minute, nil, "sim", "--targeted", "--scenario", "faults", "--seeds", "10", "--json")
+	var tgt struct {
+		Violations      int   `json:"violations"`
+		HandoffsLost    int64 `json:"handoffs_lost"`
+		HandoffsUnheard int64 `json:"handoffs_unheard"`
+		StalledHandoffs int64 `json:"stalled_handoffs"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &tgt); code != 0 || err != nil || tgt.Violations != 0 || tgt.HandoffsLost != 0 || tgt.HandoffsUnheard == 0 || tgt.StalledHandoffs == 0 {
+		t.Fatalf("sim --targeted: exit %d, %+v, %v\n%s\n%s", code, tgt, err, stdout, stderr)
+	}
 	// Replay one seed: a trace is printed.
 	code, stdout, _ = runCLI(t, time.Minute, nil, "sim", "--seed", "3", "--scenario", "failover", "--nodes", "3", "--cycles", "2")
 	if code != 0 || !strings.Contains(stdout, "seed 3") || !strings.Contains(stdout, "join(") || !strings.Contains(stdout, "no violations") {

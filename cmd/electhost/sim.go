@@ -128,6 +128,8 @@ type simReport struct {
 	HandoffsLost         int64           `json:"handoffs_lost"`  // ... whose successor did not lead the next term
 	HandoffLostSeeds     []uint64        `json:"handoff_lost_seeds,omitempty"`
 	HandoffsSuperseded   int64           `json:"handoffs_superseded,omitempty"` // resigns too late for any hand-off (not counted above)
+	HandoffsUnheard      int64           `json:"handoffs_unheard,omitempty"`    // hand-offs needing the votes of members that knew no leader of their term
+	StalledHandoffs      int64           `json:"stalled_handoffs,omitempty"`    // hand-off commands reaching a leader stalled past its lease (healed network)
 	VirtualMs            int64           `json:"virtual_ms"`
 	Steps                int64           `json:"steps"`
 	ElapsedMs            int64           `json:"elapsed_ms"`
@@ -332,6 +334,8 @@ func (o *simOptions) run(stdout, stderr io.Writer) error {
 		rep.HandoffsLost += r.HandoffsLost
 		rep.HandoffLostSeeds = append(rep.HandoffLostSeeds, r.HandoffLostSeeds...)
 		rep.HandoffsSuperseded += r.HandoffsSuperseded
+		rep.HandoffsUnheard += r.HandoffsUnheard
+		rep.StalledHandoffs += r.StalledHandoffs
 		rep.VirtualMs += r.VirtualMs
 		rep.Steps += r.Steps
 		hashes = append(hashes, r.TraceHash)
@@ -413,6 +417,9 @@ func printSimTable(w io.Writer, r *simReport) {
 			fmt.Fprintf(w, "; %d more resigns too late for any hand-off (the next term already had a majority's votes elsewhere)", r.HandoffsSuperseded)
 		}
 		fmt.Fprintln(w)
+	}
+	if r.HandoffsUnheard+r.StalledHandoffs > 0 {
+		fmt.Fprintf(w, "hand-offs needing members that knew no leader of their term %d; hand-off commands to a leader stalled past its lease %d\n", r.HandoffsUnheard, r.StalledHandoffs)
 	}
 	fmt.Fprintf(w, "\nelections %d, split brains (bully, partitioned: allowed) %d, committed membership changes %d, violations %d; replay a seed: electhost sim --seed S --scenario ...\n",
 		r.Elections, r.SplitBrains, r.ConfigChanges, len(r.Violations))
@@ -523,6 +530,9 @@ func printTrace(w io.Writer, res *sim.Result) {
 	}
 	if res.HandoffsSuperseded > 0 {
 		fmt.Fprintf(w, "resigns too late for any hand-off (the next term already had a majority's votes elsewhere) %d\n", res.HandoffsSuperseded)
+	}
+	if res.HandoffsUnheard+res.StalledHandoffs > 0 {
+		fmt.Fprintf(w, "hand-offs needing members that knew no leader of their term %d; hand-off commands to a leader stalled past its lease %d\n", res.HandoffsUnheard, res.StalledHandoffs)
 	}
 	for _, v := range res.Violations {
 		fmt.Fprintf(w, "VIOLATION %s\n%s\n", v.String(), v.Excerpt)
