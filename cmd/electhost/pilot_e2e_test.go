@@ -649,7 +649,9 @@ func TestE2EPilotFloodDelays(t *testing.T) {
 // waitHandoffReady waits until every live agent follows one leader, of a
 // term at least minTerm, and holds that term's configuration, committed: so
 // the leader has a successor to name (a member that acked its
-// configuration).
+// configuration); and until that leader holds its lease, so that it has
+// logged that it leads (one elected by a hand-off waits out the resigner's
+// hold first) and will log why it stops.
 func (c *cluster) waitHandoffReady(minTerm uint64, within time.Duration) (string, uint64) {
 	c.t.Helper()
 	var leader string
@@ -663,8 +665,8 @@ func (c *cluster) waitHandoffReady(minTerm uint64, within time.Duration) (string
 		for _, id := range c.ids {
 			if p := c.proc(id); p != nil && p.alive() {
 				s, err := p.status()
-				if err != nil || s.Term != tm || s.ConfTerm != tm || !s.ConfCommitted {
-					return false, fmt.Sprintf("%s; %s: term %d conf %d.%d committed %v %v", view, id, s.Term, s.ConfTerm, s.ConfIndex, s.ConfCommitted, err)
+				if err != nil || s.Term != tm || s.ConfTerm != tm || !s.ConfCommitted || id == l && s.LeaseRemainingMs <= 0 {
+					return false, fmt.Sprintf("%s; %s: term %d conf %d.%d committed %v lease %d ms %v", view, id, s.Term, s.ConfTerm, s.ConfIndex, s.ConfCommitted, s.LeaseRemainingMs, err)
 				}
 			}
 		}
