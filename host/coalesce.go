@@ -13,15 +13,15 @@ import (
 )
 
 // Coalesced traffic (docs/wire.md, "Coalesced heartbeats"). Agents that
-// share many groups send each step's heartbeats and acks of those groups
-// as one envelope per peer set, on that set's own topic, instead of one
-// message per group: the envelope carries the cores' own payloads, byte
-// for byte, and the receiver hands each to its group as if it had come on
-// the group's topic. The cores never see an envelope. Everything else
-// (elections, votes, hand-offs, configurations) stays on the group's
-// topic, and so does every message of a group whose member set is not the
-// one it joined with, or towards a member that has not shown recently that
-// it reads envelopes on that topic (an older agent never does).
+// share many groups send each step's heartbeats, acks and election traffic
+// of those groups as one envelope per peer set, on that set's own topic,
+// instead of one message per group: the envelope carries the cores' own
+// payloads, byte for byte, and the receiver hands each to its group as if
+// it had come on the group's topic. The cores never see an envelope.
+// Hand-offs, configurations and change requests stay on the group's topic,
+// and so does every message of a group whose member set is not the one it
+// joined with, or towards a member that has not shown recently that it
+// reads envelopes on that topic (an older agent never does).
 
 const (
 	// PeersTopicPrefix starts the topic of a peer set's envelopes.
@@ -176,11 +176,31 @@ func scanEnvelope(p []byte, spans []envSpan) (from []byte, _ []envSpan, err erro
 	return from, spans, nil
 }
 
-// coalescible reports whether a payload of the core is one that may travel
-// in an envelope: a heartbeat or an ack (the core writes "type" first).
-func coalescible(p []byte) bool {
-	return bytes.HasPrefix(p, []byte(`{"type":"heartbeat",`)) || bytes.HasPrefix(p, []byte(`{"type":"ack",`))
+// coalescible reports whether a payload of the core for group g (nil: a
+// group not joined) is one that may travel in an envelope: a heartbeat or
+// an ack; election traffic (a pre-vote or vote request, an answer, a
+// leader's announcement), which an agent joining many groups sends for all
+// of them within one election timeout; or a configuration listing exactly
+// the members g joined with, the peer set that reads the envelope (a new
+// leader sends one until it commits). The core writes "type" first.
+// Hand-offs, change requests and configurations of any other member set
+// stay on the group's topic: those may be for someone outside the peer set.
+func coalescible(g *cgroup, p []byte) bool {
+	for _, t := range coalescibleTypes {
+		if bytes.HasPrefix(p, t) {
+			return true
+		}
+	}
+	return g != nil && bytes.HasPrefix(p, configPrefix) && bytes.Contains(p, g.confMembers)
 }
+
+var (
+	coalescibleTypes = [][]byte{
+		[]byte(`{"type":"heartbeat",`), []byte(`{"type":"ack",`),
+		[]byte(`{"type":"election",`), []byte(`{"type":"vote",`), []byte(`{"type":"leader",`),
+	}
+	configPrefix = []byte(`{"type":"config",`)
+)
 
 // swarmKey is one peer topic as one of this agent's ids speaks on it, or
 // (heard) as a peer's id was heard on it.
@@ -193,6 +213,9 @@ type cgroup struct {
 	topic   string   // PeersTopic of the members it joined with
 	members []string // those members, sorted
 	same    bool     // its current member set is still that one
+	// confMembers is how a configuration of exactly those members lists
+	// them on the wire (the core writes them sorted, last but for keys).
+	confMembers []byte
 }
 
 // coalescer decides which publishes travel in envelopes and reads the
@@ -228,7 +251,8 @@ func (c *coalescer) join(group, id string, members []string) *cgroup {
 	ms := slices.Clone(members)
 	slices.Sort(ms)
 	ms = slices.Compact(ms)
-	g := &cgroup{id: id, own: core.Topic(group), topic: PeersTopic(ms), members: ms, same: true}
+	g := &cgroup{id: id, own: core.Topic(group), topic: PeersTopic(ms), members: ms, same: true,
+		confMembers: []byte(`,"members":["` + strings.Join(ms, `","`) + `"]`)}
 	c.groups[group] = g
 	return g
 }
@@ -287,7 +311,8 @@ func (c *coalescer) coalescing(g *cgroup, now int64) bool {
 func (c *coalescer) plan(now int64, pubs []core.Message) (out []core.Message, coalesced int) {
 	bare := map[string]bool{} // groups with a payload that must stay on the group's topic
 	for _, m := range pubs {
-		if !coalescible(m.Payload) {
+		group, _ := strings.CutPrefix(m.Topic, "election:")
+		if !coalescible(c.groups[group], m.Payload) {
 			bare[m.Topic] = true
 		}
 	}

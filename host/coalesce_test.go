@@ -440,6 +440,41 @@ func TestCoalesceOnlyTowardsPeersHeard(t *testing.T) {
 	}
 }
 
+// Election traffic travels in envelopes, and so does a configuration
+// listing exactly the members the group joined with (the peer set that
+// reads the envelope); a configuration of another member set may be for
+// someone outside that set, so it stays on the group's topic, and with it
+// the rest of its group's step.
+func TestCoalesceElectionsAndOnlyTheJoinedConfig(t *testing.T) {
+	c := newCoalescer(0)
+	g := c.join("g", "a", []string{"c", "b", "a"})
+	c.ready(g.topic, "a", 0)
+	c.receive(10, g.topic, appendEnvelope(nil, "b", nil), nil)
+	c.receive(10, g.topic, appendEnvelope(nil, "c", nil), nil)
+	msg := func(p string) core.Message { return core.Message{Topic: core.Topic("g"), Payload: []byte(p)} }
+	election := []core.Message{
+		msg(`{"type":"election","group":"g","from":"a","candidate":"a","term":2,"pre":true}`),
+		msg(`{"type":"vote","group":"g","from":"a","candidate":"b","term":2,"granted":true}`),
+		msg(`{"type":"config","group":"g","from":"a","conf_term":1,"conf_index":1,"members":["a","b","c"]}`),
+		msg(`{"type":"config","group":"g","from":"a","conf_term":1,"conf_index":1,"members":["a","b","c"],"keys":["x","y","z"]}`),
+		msg(`{"type":"leader","group":"g","from":"a","leader":"a","term":2}`),
+	}
+	if out, n := c.plan(20, election); n != len(election) || len(out) != 1 {
+		t.Fatalf("election traffic: %d of %d coalesced, %d messages out", n, len(election), len(out))
+	}
+	for _, other := range []string{
+		`{"type":"config","group":"g","from":"a","conf_term":1,"conf_index":2,"members":["a","b","c","d"]}`,
+		`{"type":"config","group":"g","from":"a","conf_term":1,"conf_index":2,"members":["a","b"]}`,
+		`{"type":"resign","group":"g","from":"a","leader":"a","term":2,"to":"b"}`,
+		`{"type":"change","group":"g","from":"a","leader":"b","term":2,"op":"add","member":"d"}`,
+	} {
+		step := []core.Message{election[4], msg(other)}
+		if out, n := c.plan(30, step); n != 0 || len(out) != 2 || out[0].Topic != core.Topic("g") {
+			t.Fatalf("a step with %s: %d coalesced, %d out", other, n, len(out))
+		}
+	}
+}
+
 // The decoder never panics and never accepts what it would not write.
 func FuzzDecodeEnvelope(f *testing.F) {
 	f.Add(appendEnvelope(nil, "a", []envEntry{{"g", []byte(`{"type":"ack"}`)}}))

@@ -41,8 +41,9 @@ given) and prints one line per change of leader or term as it is heard, and
 "no leader" when the leader has been silent for 4 heartbeats; with --json
 each change is one JSON object per line (NDJSON).
 
-Agents in 16 groups or more send their heartbeats and acks in envelopes on
-the topic of the groups' member set, not on the group's: with --members
+Agents in 16 groups or more send their heartbeats, acks and election
+traffic in envelopes on the topic of the groups' member set, not on the
+group's: with --members
 (the group's members, as the agents were given them) status reads that
 topic too.
 
@@ -143,7 +144,7 @@ flags, 4 if the transport is unreachable.`,
 	c.Flags().DurationVar(&wait, "wait", 0, "how long to listen (default 2×heartbeat + 300ms; with --watch: until a signal)")
 	c.Flags().BoolVar(&jsonOut, "json", false, "print JSON (with --watch: one object per line)")
 	c.Flags().BoolVar(&watch, "watch", false, "keep listening and print each change of leader or term as it happens")
-	c.Flags().StringSliceVar(&members, "members", nil, "the group's members (comma-separated): also read their coalesced heartbeats, sent by agents in 16 groups or more")
+	c.Flags().StringSliceVar(&members, "members", nil, "the group's members (comma-separated): also read their coalesced heartbeats and elections, sent by agents in 16 groups or more")
 	return c
 }
 
