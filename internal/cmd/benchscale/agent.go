@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -45,8 +46,9 @@ func runAgent(args []string) error {
 	native := fs.Bool("native", false, "run the native core (host.NewNativeAgent) instead of the wasm module")
 	stateDir := fs.String("state-dir", "", "persist state here (default: in memory)")
 	balanced := fs.Bool("balanced", false, "join with core.Config.BalancedPriority (the multi-group default priority)")
-	verbose := fs.Bool("v", false, "every 5 s, write the agent's counters and its groups' roles to stderr")
+	verbose := fs.Bool("v", false, "every 5 s, write the agent's counters and its groups' roles to stderr, and its warnings and errors as they come")
 	callTimeout := fs.Duration("call-timeout", 0, "wasm: the deadline of one call into the module (0: the library's, 1 s)")
+	memoryPages := fs.Uint("memory-pages", 0, "wasm: the bound of the module's linear memory in 64 KiB pages (0: the library's)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the steady window (between quiet and probe) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -63,12 +65,17 @@ func runAgent(args []string) error {
 		}
 	}
 	cfg := host.AgentConfig{Transport: tr, Store: store}
+	var logger *slog.Logger
+	if *verbose { // warnings and errors (a trap's cause among them)
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		cfg.Logger = logger
+	}
 	var ag *host.Agent
 	if *native {
 		ag, err = host.NewNativeAgent(ctx, cfg)
 	} else {
 		var rt *wasmrt.Runtime
-		if rt, err = wasmrt.NewRuntime(ctx, wasmrt.Config{CallTimeout: *callTimeout}); err == nil {
+		if rt, err = wasmrt.NewRuntime(ctx, wasmrt.Config{CallTimeout: *callTimeout, MemoryLimitPages: uint32(*memoryPages), Logger: logger}); err == nil {
 			ag, err = rt.NewAgent(ctx, cfg)
 		}
 	}

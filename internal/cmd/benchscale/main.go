@@ -86,6 +86,7 @@ type options struct {
 	balanced        bool
 	burn            int
 	callTimeout     time.Duration
+	memoryPages     uint
 }
 
 func run(args []string) error {
@@ -103,6 +104,7 @@ func run(args []string) error {
 	fs.BoolVar(&o.disk, "disk", false, "persist the agents' state in files (statestore) instead of memory")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON")
 	fs.DurationVar(&o.callTimeout, "call-timeout", 0, "wasm agents: the deadline of one call into the module (0: the library's, 1 s)")
+	fs.UintVar(&o.memoryPages, "memory-pages", 0, "wasm agents: the bound of the module's linear memory in 64 KiB pages (0: the library's)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "directory: each agent writes a CPU profile of the steady window to <dir>/<groups>-<core>-<id>.pprof")
 	var prio string
 	fs.StringVar(&prio, "priority", "balanced", "default priority of the agents: balanced (core.Config.BalancedPriority, the multi-group default) or cksum (the single-group default: one agent leads every group)")
@@ -317,6 +319,9 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 		}
 		if o.callTimeout > 0 && coreName == "wasm" {
 			args = append(args, "-call-timeout", o.callTimeout.String())
+		}
+		if o.memoryPages > 0 && coreName == "wasm" {
+			args = append(args, "-memory-pages", strconv.FormatUint(uint64(o.memoryPages), 10))
 		}
 		if o.cpuProfile != "" {
 			args = append(args, "-cpuprofile", filepath.Join(o.cpuProfile, fmt.Sprintf("%d-%s-%s.pprof", groups, coreName, id)))
