@@ -3,6 +3,7 @@ package core
 import (
 	"container/heap"
 	"errors"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,12 +24,20 @@ type Engine struct {
 	dirty     []*group
 	due       []*group
 
+	// Campaign admission: campaigning counts the rounds admitted and not yet
+	// ended (flights, in order of admission); waiting holds, in order, the
+	// groups whose due campaign waits for one to end.
+	campaigning  int
+	maxCampaigns int
+	flights      []*group
+	waiting      []*group
+
 	reusePayloads bool
 }
 
 // NewEngine returns an engine with no groups.
 func NewEngine() *Engine {
-	return &Engine{groups: make(map[string]*group)}
+	return &Engine{groups: make(map[string]*group), maxCampaigns: maxCampaigns}
 }
 
 // ReusePayloads lets every Step write its published payloads over the
@@ -44,7 +53,9 @@ func (e *Engine) ReusePayloads() { e.reusePayloads = true }
 // now steps down first; then inbound messages are handled, then commands,
 // then the other timers that are due, so a heartbeat arriving in the same
 // batch as an election deadline wins. A Step runs at most 1,024 due timers,
-// oldest first; when more are due, WakeAt is at or before Now.
+// oldest first; when more are due, WakeAt is at or before Now. Campaigns
+// the timers start are admitted at most maxCampaigns rounds at a time
+// (admitted); the others wait, in order.
 func (e *Engine) Step(in *Input, out *Output) {
 	if in.Now > e.now {
 		e.now = in.Now
@@ -74,6 +85,9 @@ func (e *Engine) Step(in *Input, out *Output) {
 			heap.Fix(&e.timers, g.heapIdx)
 			continue
 		}
+		if !e.admitted(g) {
+			continue
+		}
 		g.tick(e)
 		e.touch(g)
 		ticks++
@@ -82,16 +96,122 @@ func (e *Engine) Step(in *Input, out *Output) {
 		g.wake = g.nextWake()
 		heap.Fix(&e.timers, g.heapIdx)
 	}
+	e.admit(in.Backlog)
 	for _, g := range e.dirty {
 		out.Persist = append(out.Persist, g.state())
 		g.dirty = false
 	}
 	e.dirty = e.dirty[:0]
 	out.WakeAt = 0
-	if len(e.timers) > 0 {
+	if len(e.timers) > 0 && e.timers[0].wake != waitingWake {
 		out.WakeAt = e.timers[0].wake
 	}
+	if len(e.waiting) > 0 {
+		// A waiting campaign runs when a round ends: at the latest when
+		// the oldest flight's time is up, at once if a slot is free (a
+		// backlog held it).
+		at := e.now
+		if e.campaigning >= e.maxCampaigns && len(e.flights) > 0 {
+			at = max(e.now, e.flights[0].flightEnd)
+		}
+		if out.WakeAt == 0 || at < out.WakeAt {
+			out.WakeAt = at
+		}
+	}
 	e.out = nil
+}
+
+// maxCampaigns bounds the campaign rounds an engine's timers start and that
+// have not ended (won, lost to a leader heard, or an election timeout old):
+// a due campaign beyond them waits, in order, for one to end. An agent
+// joining 10,000 groups otherwise started all their first elections within
+// one election timeout, and on a host that could not answer them in time
+// every group's members campaigned again, round after round.
+const maxCampaigns = 1024
+
+// waitingWake is the wake of a group whose campaign waits in e.waiting:
+// out of the timer heap's way until admit takes it.
+const waitingWake = math.MaxInt64
+
+// admitted reports whether g, the timer heap's top and due, may tick: only
+// a campaign a quorum group's timer starts is bounded. A round whose time
+// is up ends its flight; a campaign that finds no free slot (or others
+// waiting before it) waits in e.waiting and is out of the heap's way.
+func (e *Engine) admitted(g *group) bool {
+	if g.cfg.Mode != ModeQuorum || !g.campaignDue(e.now) {
+		return true
+	}
+	e.land(g)
+	if !g.waiting && len(e.waiting) == 0 && e.campaigning < e.maxCampaigns {
+		e.fly(g)
+		return true
+	}
+	if !g.waiting {
+		g.waiting = true
+		e.waiting = append(e.waiting, g)
+	}
+	g.wake = waitingWake
+	heap.Fix(&e.timers, g.heapIdx)
+	return false
+}
+
+// admit starts the waiting campaigns, oldest first, while rounds are free
+// (flights whose time is up end first). A backlog holds them as it holds a
+// due campaign (Step), a heartbeat interval at most.
+func (e *Engine) admit(backlog bool) {
+	n := 0
+	for ; n < len(e.flights); n++ {
+		f := e.flights[n]
+		if f.flying && f.flightEnd > e.now {
+			break
+		}
+		e.land(f)
+	}
+	e.flights = shift(e.flights, n)
+	n = 0
+	for ; n < len(e.waiting) && e.campaigning < e.maxCampaigns; n++ {
+		g := e.waiting[n]
+		if !g.waiting {
+			continue // left
+		}
+		if backlog && e.now < g.electionDeadline+g.cfg.HeartbeatMs {
+			break
+		}
+		g.waiting = false
+		if !g.campaignDue(e.now) { // heard a leader meanwhile
+			e.touch(g)
+			continue
+		}
+		e.fly(g)
+		g.tick(e)
+		e.touch(g)
+	}
+	e.waiting = shift(e.waiting, n)
+}
+
+// shift drops the first n of q, keeping its array (and no stale pointer).
+func shift(q []*group, n int) []*group {
+	if n == 0 {
+		return q
+	}
+	k := copy(q, q[n:])
+	clear(q[k:])
+	return q[:k]
+}
+
+// fly admits g's campaign round for one election timeout at most.
+func (e *Engine) fly(g *group) {
+	g.flying, g.flightEnd = true, e.now+g.cfg.ElectionTimeoutMs
+	e.campaigning++
+	e.flights = append(e.flights, g)
+}
+
+// land ends g's flight, if it is flying.
+func (e *Engine) land(g *group) {
+	if g.flying {
+		g.flying = false
+		e.campaigning--
+	}
 }
 
 // maxTicksPerStep bounds the due timers one Step runs, oldest first; the
@@ -307,6 +427,8 @@ func (e *Engine) leave(g *group) {
 		e.event(Event{Kind: EventSteppedDown, Group: g.cfg.Group, Term: g.term, Reason: "left the group"})
 	}
 	heap.Remove(&e.timers, g.heapIdx)
+	e.land(g)
+	g.waiting = false // skipped by admit
 	delete(e.groups, g.topic)
 	e.enc.forget(g)
 	if g.dirty {
@@ -322,7 +444,10 @@ func (e *Engine) touch(g *group) {
 	if g.dirty && !slices.Contains(e.dirty, g) {
 		e.dirty = append(e.dirty, g)
 	}
-	if w := g.nextWake(); w != g.wake {
+	if g.flying && g.role != RolePreCandidate && g.role != RoleCandidate {
+		e.land(g) // won, or follows a leader
+	}
+	if w := g.nextWake(); w != g.wake && !(g.waiting && g.campaignDue(e.now)) {
 		g.wake = w
 		heap.Fix(&e.timers, g.heapIdx)
 	}

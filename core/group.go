@@ -65,6 +65,11 @@ type group struct {
 	termSince int64 // when a message last moved the term (or the join): implausibleTerm
 	wake      int64
 	heapIdx   int
+	// Campaign admission (Engine.admit): flying while a campaign round this
+	// engine admitted is under way, until flightEnd; waiting while its due
+	// campaign waits in Engine.waiting for a free slot.
+	flying, waiting bool
+	flightEnd       int64
 
 	rng rand.PCG
 

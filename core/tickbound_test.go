@@ -39,6 +39,7 @@ func groupsPublishing(out *Output) map[int]bool {
 // rest, so no single Step grows with the number of groups.
 func TestStepRunsAtMostMaxTicksDueTimers(t *testing.T) {
 	e := NewEngine()
+	e.maxCampaigns = 1 << 30 // the bound on ticks alone (admission bounds campaigns further)
 	et := int64(DefaultElectionTimeoutMs)
 	// Two cohorts, joined half an election timeout apart (the second before
 	// any timer of the first is due): every deadline of the first comes

@@ -238,6 +238,21 @@ var mutations = []mutation{
 	{"backoff-ended-by-short-leader", "group.go",
 		"if at-g.leaderSince >= g.cfg.ElectionTimeoutMs {",
 		"if true {"},
+	// Campaign admission (engine.go): every due campaign starts at once; a
+	// won round keeps its slot until its time is up; a round that cannot be
+	// won keeps it until it is won (the retry and the time limit both gone).
+	{"campaigns-not-admitted", "engine.go",
+		"if !g.waiting && len(e.waiting) == 0 && e.campaigning < e.maxCampaigns {",
+		"if true {"},
+	{"won-round-keeps-slot", "engine.go",
+		"\t\te.land(g) // won, or follows a leader",
+		"\t\t// won, or follows a leader"},
+	{"lost-round-keeps-slot", "engine.go",
+		"\te.land(g)\n\tif !g.waiting && len(e.waiting)",
+		"\tif !g.waiting && len(e.waiting)"},
+	{"lost-round-keeps-slot", "engine.go",
+		"if f.flying && f.flightEnd > e.now {",
+		"if f.flying {"},
 }
 
 // testOf names, for a mutation no simulation suite catches within the CI's
@@ -272,6 +287,10 @@ var testOf = map[string]string{
 	"backoff-kept-after-leader-heard": "^(TestCampaignBackoffWidensAndResets|TestTranscripts)$",
 	"backoff-kept-after-leading":      "^(TestCampaignBackoffWidensAndResets|TestTranscripts)$",
 	"backoff-ended-by-short-leader":   "^(TestCampaignBackoffOutlivesShortLeader|TestTranscripts)$",
+	// The simulator's groups are fewer than an engine admits campaigns.
+	"campaigns-not-admitted": "^TestCampaignAdmissionBoundsRoundsInFlight$",
+	"won-round-keeps-slot":   "^TestCampaignAdmissionBoundsRoundsInFlight$",
+	"lost-round-keeps-slot":  "^TestCampaignAdmissionRoundsEndInTurn$",
 	// Only a configuration forged in a member's name (authentication off)
 	// gets near the index's bound, and no suite forges one.
 	"forged-version-kept":         "^(TestForgedConfigIndexCannotStallChanges|TestTranscripts)$",
