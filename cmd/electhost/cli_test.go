@@ -192,8 +192,9 @@ func TestSimCommand(t *testing.T) {
 		HandoffsLost    int64 `json:"handoffs_lost"`
 		HandoffsUnheard int64 `json:"handoffs_unheard"`
 		StalledHandoffs int64 `json:"stalled_handoffs"`
+		LateResigns     int64 `json:"late_handoff_resigns"`
 	}
-	if err := json.Unmarshal([]byte(stdout), &tgt); code != 0 || err != nil || tgt.Violations != 0 || tgt.HandoffsLost != 0 || tgt.HandoffsUnheard == 0 || tgt.StalledHandoffs == 0 {
+	if err := json.Unmarshal([]byte(stdout), &tgt); code != 0 || err != nil || tgt.Violations != 0 || tgt.HandoffsLost != 0 || tgt.HandoffsUnheard == 0 || tgt.StalledHandoffs == 0 || tgt.LateResigns == 0 {
 		t.Fatalf("sim --targeted: exit %d, %+v, %v\n%s\n%s", code, tgt, err, stdout, stderr)
 	}
 	// Replay one seed: a trace is printed.

@@ -127,9 +127,10 @@ type simReport struct {
 	HandoffsNamed        int64           `json:"handoffs_named"` // resigns naming a live successor on a healed network
 	HandoffsLost         int64           `json:"handoffs_lost"`  // ... whose successor did not lead the next term
 	HandoffLostSeeds     []uint64        `json:"handoff_lost_seeds,omitempty"`
-	HandoffsSuperseded   int64           `json:"handoffs_superseded,omitempty"` // resigns too late for any hand-off (not counted above)
-	HandoffsUnheard      int64           `json:"handoffs_unheard,omitempty"`    // hand-offs needing the votes of members that knew no leader of their term
-	StalledHandoffs      int64           `json:"stalled_handoffs,omitempty"`    // hand-off commands reaching a leader stalled past its lease (healed network)
+	HandoffsSuperseded   int64           `json:"handoffs_superseded,omitempty"`  // resigns too late for any hand-off (not counted above)
+	HandoffsUnheard      int64           `json:"handoffs_unheard,omitempty"`     // hand-offs needing the votes of members that knew no leader of their term
+	StalledHandoffs      int64           `json:"stalled_handoffs,omitempty"`     // hand-off commands reaching a leader stalled past its lease (healed network)
+	LateHandoffResigns   int64           `json:"late_handoff_resigns,omitempty"` // successors stalled past their lease with the resign naming them still due
 	VirtualMs            int64           `json:"virtual_ms"`
 	Steps                int64           `json:"steps"`
 	ElapsedMs            int64           `json:"elapsed_ms"`
@@ -336,6 +337,7 @@ func (o *simOptions) run(stdout, stderr io.Writer) error {
 		rep.HandoffsSuperseded += r.HandoffsSuperseded
 		rep.HandoffsUnheard += r.HandoffsUnheard
 		rep.StalledHandoffs += r.StalledHandoffs
+		rep.LateHandoffResigns += r.LateHandoffResigns
 		rep.VirtualMs += r.VirtualMs
 		rep.Steps += r.Steps
 		hashes = append(hashes, r.TraceHash)
@@ -418,8 +420,8 @@ func printSimTable(w io.Writer, r *simReport) {
 		}
 		fmt.Fprintln(w)
 	}
-	if r.HandoffsUnheard+r.StalledHandoffs > 0 {
-		fmt.Fprintf(w, "hand-offs needing members that knew no leader of their term %d; hand-off commands to a leader stalled past its lease %d\n", r.HandoffsUnheard, r.StalledHandoffs)
+	if r.HandoffsUnheard+r.StalledHandoffs+r.LateHandoffResigns > 0 {
+		fmt.Fprintf(w, "hand-offs needing members that knew no leader of their term %d; hand-off commands to a leader stalled past its lease %d; successors stalled with their resign still due %d\n", r.HandoffsUnheard, r.StalledHandoffs, r.LateHandoffResigns)
 	}
 	fmt.Fprintf(w, "\nelections %d, split brains (bully, partitioned: allowed) %d, committed membership changes %d, violations %d; replay a seed: electhost sim --seed S --scenario ...\n",
 		r.Elections, r.SplitBrains, r.ConfigChanges, len(r.Violations))
@@ -531,8 +533,8 @@ func printTrace(w io.Writer, res *sim.Result) {
 	if res.HandoffsSuperseded > 0 {
 		fmt.Fprintf(w, "resigns too late for any hand-off (the next term already had a majority's votes elsewhere) %d\n", res.HandoffsSuperseded)
 	}
-	if res.HandoffsUnheard+res.StalledHandoffs > 0 {
-		fmt.Fprintf(w, "hand-offs needing members that knew no leader of their term %d; hand-off commands to a leader stalled past its lease %d\n", res.HandoffsUnheard, res.StalledHandoffs)
+	if res.HandoffsUnheard+res.StalledHandoffs+res.LateHandoffResigns > 0 {
+		fmt.Fprintf(w, "hand-offs needing members that knew no leader of their term %d; hand-off commands to a leader stalled past its lease %d; successors stalled with their resign still due %d\n", res.HandoffsUnheard, res.StalledHandoffs, res.LateHandoffResigns)
 	}
 	for _, v := range res.Violations {
 		fmt.Fprintf(w, "VIOLATION %s\n%s\n", v.String(), v.Excerpt)

@@ -91,11 +91,13 @@
 // configuration of a term it has not entered), configuration messages
 // delivered twice (the copy one to three election timeouts late), and old
 // votes, resigns and configurations delivered to a member just restarted.
-// In quorum mode it goes on where the quiet phase would end
-// (healedhandoff.go), on the healed network, where every hand-off must
-// succeed: the agreed leader hands over with every other member restarting
-// as its resign leaves (so that the successor needs the votes of members
-// that know no leader of their term), and is paused past its lease with a
+// In quorum mode, in half the seeds, it goes on where the quiet phase
+// would end (healedhandoff.go), on the healed network, where every
+// hand-off must succeed: the agreed leader hands over with every other
+// member restarting as its resign leaves (so that the successor needs the
+// votes of members that know no leader of their term); then hands over
+// with its resign reaching the successor late, after that successor led,
+// and the successor is paused past its lease with the resign and a
 // hand-off command arriving meanwhile.
 //
 // Options.Adversary adds mallory (adversary.go), who forges, replays and
@@ -171,10 +173,10 @@
 // successor sent on a healed network (after the fault phase and its late
 // messages, nothing cut off) to a member that stays up should make that
 // member leader of the next term. Result.HandoffsNamed and HandoffsLost
-// count them; CI's quorum suites log them. Result.HandoffsUnheard and
-// StalledHandoffs count the two cases the targeted schedule aims at after
-// the heal (healedhandoff.go), and TestTargetedQuorum fails if they become
-// rare.
+// count them; CI's quorum suites log them. Result.HandoffsUnheard,
+// StalledHandoffs and LateHandoffResigns count the cases the targeted
+// schedule aims at after the heal (healedhandoff.go), and
+// TestTargetedQuorum fails if they become rare.
 //
 // # Measuring scenarios
 //

@@ -100,7 +100,7 @@ type Options struct {
 	// timeouts, crash-restart loops, pauses, and resignations and transfers
 	// that reach only some members; in quorum mode, after the heal,
 	// hand-offs to members that know no leader of their term and to a
-	// leader stalled past its lease (healedhandoff.go).
+	// successor stalled past its lease (healedhandoff.go).
 	Targeted bool `json:"targeted,omitempty"`
 	// Membership makes every seed of the fault mix (quorum mode) change the
 	// configuration: spare nodes waiting to be added and several changes

@@ -78,6 +78,10 @@ type Result struct {
 	// them (paused past it).
 	HandoffsUnheard int64 `json:"handoffs_unheard,omitempty"`
 	StalledHandoffs int64 `json:"stalled_handoffs,omitempty"`
+	// LateHandoffResigns counts the successors that led their term before
+	// the resign naming them arrived, and were then paused past their
+	// lease with it due (healedhandoff.go).
+	LateHandoffResigns int64 `json:"late_handoff_resigns,omitempty"`
 
 	// FirstLeaderMs is when the swarm first agreed on a leader (measuring
 	// scenarios); LivenessMs is how long after the faults ended it agreed
@@ -224,6 +228,9 @@ type Report struct {
 	// reached a leader stalled past its lease (Result).
 	HandoffsUnheard int64 `json:"handoffs_unheard,omitempty"`
 	StalledHandoffs int64 `json:"stalled_handoffs,omitempty"`
+	// LateHandoffResigns: successors stalled past their lease with the
+	// resign that named them still due (Result).
+	LateHandoffResigns int64 `json:"late_handoff_resigns,omitempty"`
 	// FailoverElected: crash → new leader elected; FailoverKnown: crash →
 	// every live node knows it.
 	FailoverElected Stats `json:"failover_elected_ms"`
@@ -317,6 +324,7 @@ func Aggregate(results []*Result) *Report {
 		r.HandoffsSuperseded += res.HandoffsSuperseded
 		r.HandoffsUnheard += res.HandoffsUnheard
 		r.StalledHandoffs += res.StalledHandoffs
+		r.LateHandoffResigns += res.LateHandoffResigns
 		if res.HandoffsLost > 0 && len(r.HandoffLostSeeds) < 20 {
 			r.HandoffLostSeeds = append(r.HandoffLostSeeds, res.Seed)
 		}

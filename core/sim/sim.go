@@ -732,6 +732,9 @@ func (w *world) step(n *node) error {
 		n.offered = &n.offeredSt
 	}
 	for i := range out.Events {
+		if ev := &out.Events[i]; ev.Kind == core.EventLease && w.tgt != nil && w.tgt.healed != nil {
+			w.tgt.healed.leased(n, ev.Term)
+		}
 		if ev := &out.Events[i]; ev.Kind == core.EventBecameLeader {
 			w.res.Elections++
 			w.checkElection(n, ev.Term)
@@ -900,6 +903,8 @@ func (w *world) sendOne(from, to int, payload []byte, faulty bool) {
 			w.markDirty(w.now, w.now+w.dmax)
 			return
 		}
+	} else if w.tgt != nil && w.tgt.healed != nil {
+		extra = w.tgt.healed.hold(to, payload)
 	}
 	if faulty {
 		if w.Faults.Loss > 0 && w.net.Float64() < w.Faults.Loss {
