@@ -43,7 +43,9 @@ type Config struct {
 	// MemoryLimitPages bounds each instance's linear memory in 64 KiB pages
 	// (0: 1024 pages, 64 MiB; a fresh instance uses ~40, 10,000 groups fit
 	// in ~300: host/BENCHMARKS.md). The memory is reserved up front but only
-	// touched pages cost RAM.
+	// touched pages cost RAM. The module's Go runtime is started with a soft
+	// limit (GOMEMLIMIT) a quarter (at least 4 MiB) below it, so that its
+	// collector keeps the heap within the bound while the live data fits.
 	MemoryLimitPages uint32
 	// CallTimeout is the deadline of every call into the module (0: 1 s; a
 	// step takes microseconds, so it only catches a runaway module). A call

@@ -162,7 +162,8 @@ func LoadModule(path string) ([]byte, error) {
 // NewRuntime loads and compiles the module (from the compilation cache when it
 // can) and prepares the only host modules it may import: WASI (for the Go
 // runtime's clock and random, with fake deterministic sources and no files,
-// network, arguments or environment), inert stubs for Extism's kernel
+// network or arguments; each instance's only environment variable is
+// GOMEMLIMIT, goMemLimit), inert stubs for Extism's kernel
 // imports (the raw ABI never uses them), and the "electcore" functions of the
 // host-driven build.
 func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
