@@ -130,12 +130,22 @@ func runAgent(args []string) error {
 	go func() {
 		sc := bufio.NewScanner(os.Stdin)
 		profiling := false
+		// A wasm instance re-created after a trap counts its campaigns
+		// from 0 again: total adds each group's increase since the last
+		// report, and after a drop its whole count.
+		last := make([]uint64, len(els))
+		var total uint64
 		for sc.Scan() {
-			var campaigns uint64
-			for _, el := range els {
-				campaigns += el.Status().Elections
+			for i, el := range els {
+				n := el.Status().Elections
+				if n >= last[i] {
+					total += n - last[i]
+				} else {
+					total += n
+				}
+				last[i] = n
 			}
-			line(fmt.Sprintf("E %d %d", now(), campaigns))
+			line(fmt.Sprintf("E %d %d", now(), total))
 			quiet := sc.Text() == "quiet"
 			probing.Store(!quiet)
 			if *cpuProfile != "" && quiet != profiling {
