@@ -113,15 +113,12 @@ func TestE2EAuth(t *testing.T) {
 	for _, id := range c.ids {
 		c.startAuthAgent(id, keys[id], membersFile)
 	}
-	leader, term, took := c.waitAgreement("", 1, 30*time.Second)
+	// The first start may compile the module (24 s in a -race run of a
+	// CI pair at load 33).
+	leader, term, took := c.waitAgreement("", 1, 2*time.Minute)
 	t.Logf("authenticated election: %s leads term %d after %v", leader, term, took.Round(time.Millisecond))
-	for deadline := time.Now().Add(20 * time.Second); leader != "a1"; {
-		if time.Now().After(deadline) {
-			t.Fatalf("a1 (the best priority) does not lead: %s does", leader)
-		}
-		time.Sleep(100 * time.Millisecond)
-		leader, term, _ = c.waitAgreement("", 1, 10*time.Second)
-	}
+	leader = "a1" // the best priority, handed leadership by whoever won
+	term = c.waitLeads(leader, 2*time.Minute)
 	// A few of the leader's heartbeats of this term to replay.
 	leaderHeartbeat := func(m captured) bool { return m.Type == "heartbeat" && m.From == leader && m.Term == term }
 	f.waitCaptured(3, 30*time.Second, "heartbeats of the leader", leaderHeartbeat)
@@ -206,13 +203,26 @@ func TestE2EAuth(t *testing.T) {
 		}
 	}
 
+	// The attack moves neither leader nor term. A loaded runner may still
+	// cost the leader its lease (a -race run of a CI pair at load 33: a1's
+	// lease expired 1.8 s after it began, with every forged message
+	// refused); that is not the attack's doing if the leader's own log says
+	// its lease expired and no agent took a forged claim's term (term+5 and
+	// above). Then the watch below runs under the next leadership.
+	origTerm := term
+	moved := func(l string, tm uint64) {
+		t.Helper()
+		why := c.awaitStopped(leader, term)
+		if !strings.HasPrefix(why, "lease expired") || tm >= origTerm+5 {
+			t.Fatalf("after the attack %s leads term %d, want %s term %d (%s stopped leading it: %q)", l, tm, leader, term, leader, why)
+		}
+		t.Logf("after the attack %s leads term %d: %s's term %d ended by %q (load, not the attack)", l, tm, leader, term, why)
+		leader, term = l, tm
+	}
 	for _, id := range c.ids {
 		s, err := c.proc(id).status()
 		if err != nil {
 			t.Fatal(err)
-		}
-		if s.Leader != leader || s.Term != term {
-			t.Errorf("%s: leader %q term %d after the attack, want %s term %d", id, s.Leader, s.Term, leader, term)
 		}
 		if got, want := s.Rejected-rejected[id], wantRefused(id); got < want {
 			t.Errorf("%s refused %d messages, want at least %d", id, got, want)
@@ -224,6 +234,9 @@ func TestE2EAuth(t *testing.T) {
 			(id != leader && s.Auth.Replayed == 0) || (id != follower && s.Auth.Unsigned == 0) {
 			t.Errorf("%s: /status auth %+v, want ed25519 with the refusals counted by reason", id, s.Auth)
 		}
+	}
+	if l, tm, _ := c.waitAgreement("", 1, time.Minute); l != leader || tm != term {
+		moved(l, tm)
 	}
 	// And after an election timeout's worth of the leader's heartbeats
 	// (followers that missed them would have started an election), nothing
@@ -237,13 +250,22 @@ func TestE2EAuth(t *testing.T) {
 		}
 		return len(ctrs)
 	}
-	want := distinct() + int(c.et/c.hb) + 1
-	waitFor(t, time.Minute, "an election timeout of the leader's heartbeats after the attack", func() (bool, string) {
-		n := distinct()
-		return n >= want, fmt.Sprintf("%d of %d", n, want)
-	})
-	if l, tm, _ := c.waitAgreement("", 1, time.Minute); l != leader || tm != term {
-		t.Fatalf("after the attack: %s leads term %d, want %s term %d", l, tm, leader, term)
+	for try := 1; ; try++ {
+		want := distinct() + int(c.et/c.hb) + 1
+		heard := false
+		waitFor(t, time.Minute, "an election timeout of the leader's heartbeats after the attack", func() (bool, string) {
+			n := distinct()
+			heard = n >= want
+			return heard || c.stoppedLeading(leader, term) != "", fmt.Sprintf("%d of %d", n, want)
+		})
+		l, tm, _ := c.waitAgreement("", 1, time.Minute)
+		if heard && l == leader && tm == term {
+			break
+		}
+		if try == stepTries {
+			t.Fatalf("after the attack no leadership held for an election timeout in %d tries (the last: %s term %d, now %s term %d)", try, leader, term, l, tm)
+		}
+		moved(l, tm)
 	}
 	for _, id := range c.ids {
 		c.proc(id).cmd.Process.Signal(syscall.SIGTERM)

@@ -459,8 +459,8 @@ func (c *cluster) scenario() {
 	t.Logf("first election: %s leads term %d after %v", leader, term, took.Round(time.Millisecond))
 	// The command starts once the leader holds its lease (over Pilot at
 	// 500 ms / 2 s, seconds on a loaded runner): the waits for a command
-	// give up at 20 s, a bound on the cause, not a timing claim.
-	leader, term = c.waitBestLeaderCommand(20 * time.Second)
+	// give up after a minute, a bound on the cause, not a timing claim.
+	leader, term = c.waitBestLeaderCommand(time.Minute)
 	lp := c.proc(leader)
 	if code, body, err := lp.get("/metrics"); err != nil || code != 200 || !strings.Contains(body, `electcore_is_leader{group="e2e",id="`+leader+`"} 1`) {
 		t.Fatalf("/metrics of the leader: %d %v\n%s", code, err, body)
@@ -493,7 +493,7 @@ func (c *cluster) scenario() {
 		// The leadership moved while status listened (over Pilot a loaded
 		// runner can cost a lease): status must then report the new
 		// leadership, the one the agents agree on.
-		l, lt, _ := c.waitAgreement("", sr.Term, 20*time.Second)
+		l, lt, _ := c.waitAgreement("", sr.Term, time.Minute)
 		if l != sr.Leader || lt != sr.Term {
 			t.Fatalf("electhost status reports %s at term %d; the agents agree on %s at %d (was %s at %d)", sr.Leader, sr.Term, l, lt, leader, term)
 		}
@@ -520,12 +520,14 @@ func (c *cluster) scenario() {
 
 	// 4. Rejoin from the persisted state: a higher term than before the crash.
 	// (The new leader may meanwhile hand over to a better-priority member.)
+	// The restart gives up after two minutes, a bound on the agent's start:
+	// a -race run of a CI pair (load 33) took 15-17 s from exec to joining.
 	c.start(killed)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		s, err := c.proc(killed).status()
 		if err == nil && s.Leader != "" && s.Term >= term {
-			leader, term, _ = c.waitAgreement("", s.Term, 10*time.Second)
+			leader, term, _ = c.waitAgreement("", s.Term, time.Minute)
 			if s.Term <= oldTerm {
 				t.Fatalf("%s rejoined at term %d, not above its term %d before the crash", killed, s.Term, oldTerm)
 			}
