@@ -265,7 +265,10 @@ func TestCLICorruptStateNamesRecovery(t *testing.T) {
 	t.Parallel()
 	natsURL, _ := natstest.Start(t)
 	dir := t.TempDir()
-	args := []string{"run", "--once", "--group", "g", "--id", "solo", "--members", "solo", "--heartbeat", "100ms", "--election-timeout", "600ms",
+	// 500 ms / 2 s: a group of one renews its lease from its own
+	// heartbeats; at 100 ms / 600 ms a CI run at load 30 stalled past it
+	// while the command ran, and --once exited 1 (lost the leadership).
+	args := []string{"run", "--once", "--group", "g", "--id", "solo", "--members", "solo", "--heartbeat", "500ms", "--election-timeout", "2s",
 		"--state-dir", dir, "--broker", natsURL, "--", "true"}
 	if code, _, stderr := runCLI(t, 60*time.Second, nil, args...); code != 0 {
 		t.Fatalf("first run: exit %d\n%s", code, stderr)
@@ -299,8 +302,11 @@ func TestCLIUnwritableDefaultCache(t *testing.T) {
 	notADir := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(notADir, []byte("x"), 0o644)
 	// Compiling in memory under -race on a loaded machine took over a minute.
+	// 500 ms / 2 s: a group of one renews its lease from its own
+	// heartbeats; at 100 ms / 600 ms a CI run at load 30 stalled past it
+	// while the command ran, and --once exited 1 (lost the leadership).
 	code, _, stderr := runCLI(t, 4*time.Minute, []string{"XDG_CACHE_HOME=" + notADir, "HOME=" + notADir},
-		"run", "--once", "--group", "g", "--id", "solo", "--members", "solo", "--heartbeat", "100ms", "--election-timeout", "600ms",
+		"run", "--once", "--group", "g", "--id", "solo", "--members", "solo", "--heartbeat", "500ms", "--election-timeout", "2s",
 		"--state-dir", t.TempDir(), "--broker", natsURL, "--", "true")
 	if code != 0 || !strings.Contains(stderr, "compilation cache unusable") {
 		t.Fatalf("exit %d, want 0 with a warning\n%s", code, stderr)
@@ -325,7 +331,10 @@ func TestCLIResetStateNothingOrCorruptManifest(t *testing.T) {
 	}
 
 	state := filepath.Join(dir, "state")
-	args := []string{"run", "--once", "--group", "g", "--id", "solo", "--members", "solo", "--heartbeat", "100ms", "--election-timeout", "600ms",
+	// 500 ms / 2 s: a group of one renews its lease from its own
+	// heartbeats; at 100 ms / 600 ms a CI run at load 30 stalled past it
+	// while the command ran, and --once exited 1 (lost the leadership).
+	args := []string{"run", "--once", "--group", "g", "--id", "solo", "--members", "solo", "--heartbeat", "500ms", "--election-timeout", "2s",
 		"--state-dir", state, "--broker", natsURL, "--", "true"}
 	if code, _, stderr := runCLI(t, 60*time.Second, nil, args...); code != 0 {
 		t.Fatalf("first run: exit %d\n%s", code, stderr)

@@ -205,8 +205,11 @@ func TestE2ERunOnce(t *testing.T) {
 		{"kill -KILL $$", 137},
 	} {
 		out := filepath.Join(t.TempDir(), "ran")
+		// 500 ms / 2 s: a group of one renews its lease from its own
+		// heartbeats; at 100 ms / 600 ms a CI run at load 30 stalled past it
+		// while the command ran, and --once exited 1 (lost the leadership).
 		code, _, stderr := runCLI(t, 60*time.Second, nil, "run", "--once", "--group", "once", "--id", "solo", "--members", "solo",
-			"--heartbeat", "100ms", "--election-timeout", "600ms", "--state-dir", t.TempDir(), "--broker", natsURL,
+			"--heartbeat", "500ms", "--election-timeout", "2s", "--state-dir", t.TempDir(), "--broker", natsURL,
 			"--", "sh", "-c", "echo ran >> "+out+"; "+c.script)
 		if code != c.code {
 			t.Fatalf("%q: exit %d, want %d\n%s", c.script, code, c.code, stderr)

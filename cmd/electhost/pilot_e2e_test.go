@@ -244,18 +244,30 @@ func (c *cluster) noSpuriousElection(d *pilotstandin.Daemon, restarts float64) s
 			t.Fatalf("spurious election while %s led term %d: %s", leader, term, moved)
 		}
 		if !leads {
-			reason, at := "", time.Time{}
-			waitFor(t, 10*time.Second, leader+" logs why it stopped leading", func() (bool, string) {
-				for _, rec := range c.proc(leader).logLines("stopped leading") {
-					if tm, _ := rec["term"].(float64); uint64(tm) == term {
-						reason, _ = rec["reason"].(string)
-						ts, _ := rec["time"].(string)
-						at, _ = time.Parse(time.RFC3339Nano, ts)
-						return true, ""
-					}
+			// Why it stopped, from its own log; a leader whose lease never
+			// began (no majority acked in time: a CI run at load 30) logged
+			// neither "started" nor "stopped leading": that is a lease lost
+			// too.
+			reason, at := "lease expired: it never began", time.Now()
+			began := false
+			for _, rec := range c.proc(leader).logLines("started leading") {
+				if tm, _ := rec["term"].(float64); uint64(tm) == term {
+					began = true
 				}
-				return false, "not yet"
-			})
+			}
+			if began {
+				waitFor(t, time.Minute, leader+" logs why it stopped leading", func() (bool, string) {
+					for _, rec := range c.proc(leader).logLines("stopped leading") {
+						if tm, _ := rec["term"].(float64); uint64(tm) == term {
+							reason, _ = rec["reason"].(string)
+							ts, _ := rec["time"].(string)
+							at, _ = time.Parse(time.RFC3339Nano, ts)
+							return true, ""
+						}
+					}
+					return false, "not yet"
+				})
+			}
 			switch {
 			case reason == "resigned": // the hand-off to the best-priority member
 				t.Logf("%s handed term %d over", leader, term)
