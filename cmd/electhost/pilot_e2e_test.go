@@ -101,22 +101,27 @@ func TestE2EPilotLeaderDaemonKilled(t *testing.T) {
 	leader, term = c.waitBestLeader(time.Minute)
 	d.KillNode(leader)
 	_, nextTerm := c.expectFailover(leader, term, "its daemon was killed")
-	// The survivors gave up on the dead node's broker: failed or dropped
-	// publishes, none hanging for 29 s (the agreement above would not have
-	// come in time).
+	// The survivors gave up on the dead node's broker by the transport's
+	// own publish deadline ("no answer in time"), none waiting out the
+	// stand-in's 29 s hang (which ends in "dial …: timeout"): the cause,
+	// read from their logs, not a time.
 	for _, id := range c.ids {
 		if id == leader {
 			continue
 		}
-		for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
-			fails := brokerMetric(t, c.proc(id), "publish_errors_total", leader) + brokerMetric(t, c.proc(id), "drops_total", leader)
-			if fails > 0 {
-				break
+		waitFor(t, time.Minute, id+" logs a failed publish to the killed node "+leader, func() (bool, string) {
+			n := 0
+			for _, rec := range c.proc(id).logLines("pilot publish failed") {
+				if rec["host"] != leader {
+					continue
+				}
+				n++
+				if e, _ := rec["err"].(string); !strings.Contains(e, "no answer in time") {
+					t.Fatalf("%s: a publish to the killed node %s failed by %q, not by the transport's deadline", id, leader, e)
+				}
 			}
-			if time.Since(start) > 5*time.Second {
-				t.Fatalf("%s: no failed or dropped publish to the killed node %s within 5 s", id, leader)
-			}
-		}
+			return n > 0, "none yet"
+		})
 	}
 	// The old leader's daemon returns: all three agree again (the best-
 	// priority member may take over by a hand-off), at a term above the
@@ -172,12 +177,14 @@ func TestE2EPilotDedicatedBrokers(t *testing.T) {
 
 // expectFailover waits for a leader other than lost, at a term above term,
 // and for its leader-only command. The design bound, 2×ET + 5×latency (+1 s
-// for process scheduling), is logged, as in scenario; the wait gives up 10 s
-// past it.
+// for process scheduling), is logged, as in scenario; the wait gives up
+// after a minute (a CI pair at load 30: no agreement in 15.5 s, terms 13
+// to 14). A publish hanging on a killed broker is caught by its cause
+// (TestE2EPilotLeaderDaemonKilled reads how the publishes failed).
 func (c *cluster) expectFailover(lost string, term uint64, what string) (string, uint64) {
 	c.t.Helper()
 	bound := 2*c.et + 5*c.latency + time.Second
-	next, nextTerm, took := c.waitAgreement(lost, term+1, bound+10*time.Second)
+	next, nextTerm, took := c.waitAgreement(lost, term+1, time.Minute)
 	c.t.Logf("failover: %s leads term %d, %v after %s led and %s (design bound %v)", next, nextTerm, took.Round(time.Millisecond), lost, what, bound)
 	// Its command, or a later leader's (not lost's): on a loaded runner the
 	// new leader may lose its first lease to late acks and lead again.
