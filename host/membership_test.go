@@ -13,6 +13,7 @@ import (
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport"
 	"github.com/electcore/electcore/transport/mem"
+	"github.com/electcore/electcore/transport/transporttest"
 )
 
 // confRecorder keeps what OnConfig reported.
@@ -131,23 +132,15 @@ func TestMembershipGrowShrink(t *testing.T) {
 	}
 	settled := func() {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for {
+		transporttest.WaitForWithin(t, time.Minute, "every member to hold the leader's configuration, committed", func() bool {
 			l := waitLeader(t, tas, gone, "").el.Status()
-			held := true
 			for _, id := range memberIDs(l) {
 				if st := all[id].el.Status(); st.ConfIndex != l.ConfIndex || !st.ConfCommitted {
-					held = false
+					return false
 				}
 			}
-			if held {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("not within a minute: every member holds the leader's configuration %d, committed", l.ConfIndex)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return true
+		})
 	}
 	change := func(via *testAgent, add bool, id string) {
 		t.Helper()
