@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"net"
 	"os"
@@ -197,6 +199,18 @@ func TestSimCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &tgt); code != 0 || err != nil || tgt.Violations != 0 || tgt.HandoffsLost != 0 || tgt.HandoffsUnheard == 0 || tgt.StalledHandoffs == 0 || tgt.LateResigns == 0 {
 		t.Fatalf("sim --targeted: exit %d, %+v, %v\n%s\n%s", code, tgt, err, stdout, stderr)
 	}
+	// A network too slow for any election (round trips of 20 s): each
+	// measuring seed ends with a liveness violation, not an endless wait.
+	code, stdout, stderr = runCLI(t, 2*time.Minute, nil, "sim", "--scenario", "failover", "--nodes", "3", "--latency", "10000", "--jitter", "-1", "--seeds", "2", "--json")
+	var slow struct {
+		Violations int `json:"violations"`
+		List       []struct {
+			Invariant string `json:"invariant"`
+		} `json:"violation_list"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &slow); code != exitFailure || err != nil || slow.Violations != 2 || len(slow.List) != 2 || slow.List[0].Invariant != "liveness" {
+		t.Fatalf("sim --latency 10000: exit %d, %+v, %v\n%s\n%s", code, slow, err, stdout, stderr)
+	}
 	// Replay one seed: a trace is printed.
 	code, stdout, _ = runCLI(t, time.Minute, nil, "sim", "--seed", "3", "--scenario", "failover", "--nodes", "3", "--cycles", "2")
 	if code != 0 || !strings.Contains(stdout, "seed 3") || !strings.Contains(stdout, "join(") || !strings.Contains(stdout, "no violations") {
@@ -392,5 +406,21 @@ func TestCLINATSURL(t *testing.T) {
 	// Heard no leader (exit 1), but reached the broker: not exit 4.
 	if code, _, stderr := runCLI(t, 30*time.Second, []string{"NATS_URL=" + natsURL}, "status", "--group", "g", "--wait", "100ms"); code != exitFailure {
 		t.Fatalf("status with $NATS_URL=%s: exit %d, want 1 (no leader heard)\n%s", natsURL, code, stderr)
+	}
+}
+
+// A sim stopped by a signal (its context done) says so and fails, with no
+// report: the seeds it was asked for did not all run.
+func TestSimStoppedBySignal(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	if code := execute(ctx, []string{"sim", "--seeds", "1000", "--json"}, &stdout, &stderr); code != exitFailure {
+		t.Fatalf("exit %d, want %d; stderr %q", code, exitFailure, stderr.String())
+	}
+	oneErrorLine(t, stderr.String(), "sim: interrupted before its 1000 seeds ran: nothing to report")
+	if stdout.Len() != 0 {
+		t.Fatalf("a report printed: %q", stdout.String())
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -53,7 +54,9 @@ liveness after the faults stop).
 --scenario all (the default) runs each seed twice: once under the fault mix
 (for violations) and once in the failover scenario (the settled leader is
 crashed repeatedly), which measures failover time and publishes per
-election. Other scenarios: faults, failover, resign, heal.
+election. Other scenarios: faults, failover, resign, heal. A measuring
+scenario whose quiet swarm does not settle on a leader known to every node
+within the liveness bound reports a liveness violation and ends that seed.
 
 --targeted adds the targeted adversarial schedule to the fault mix
 (core/sim/targeted.go).
@@ -74,7 +77,7 @@ exit 1 after printing the seed and the command that replays it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.replay = cmd.Flags().Changed("seed")
-			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := c.Flags()
@@ -300,7 +303,7 @@ func (p *progressBar) update(done, total int) {
 	}
 }
 
-func (o *simOptions) run(stdout, stderr io.Writer) error {
+func (o *simOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	scenarios, err := o.validate()
 	if err != nil {
 		return err
@@ -319,7 +322,10 @@ func (o *simOptions) run(stdout, stderr io.Writer) error {
 			bar := &progressBar{w: stderr, label: string(sc), start: time.Now(), tty: isTerminal(stderr)}
 			progress = bar.update
 		}
-		r, err := sim.RunMany(o.options(sc), seeds, progress)
+		r, err := sim.RunMany(ctx, o.options(sc), seeds, progress)
+		if ctx.Err() != nil {
+			return fmt.Errorf("sim: interrupted before its %d seeds ran: nothing to report", o.seeds)
+		}
 		if err != nil {
 			return withCode(exitConfig, fmt.Errorf("sim: %v", err))
 		}

@@ -22,6 +22,7 @@ type measure struct {
 	first      bool
 	sides      [2][]int
 	heal       Heal
+	settleBy   int64 // a leader must be agreed by then, or the run fails liveness
 	fo         Failover
 	ho         Handoff
 	maxTerm    uint64
@@ -52,12 +53,25 @@ func newMeasure(w *world) *measure {
 func (m *measure) settle(t int64) {
 	cfg := m.w.cfg
 	d := 2*cfg.ElectionTimeoutMs + 2*cfg.HeartbeatMs + m.w.flt.Int64N(cfg.HeartbeatMs)
+	m.settleBy = t + d + m.w.bound
 	m.w.at(t+d, m.try)
 }
 
 func (m *measure) try() {
 	w := m.w
 	l := w.agreed()
+	if l < 0 && w.now >= m.settleBy {
+		// Nothing to disrupt: the quiet network never settled. Later cycles
+		// would only wait again, so the run ends here.
+		all := make([]int, len(w.nodes))
+		for i := range all {
+			all[i] = i
+		}
+		w.violation(InvLiveness, fmt.Sprintf("%s: no leader known to every node by %d ms, a liveness bound (%d ms) after the swarm should have settled: %s",
+			w.Scenario, w.now, w.bound, w.describe()), all...)
+		w.end = w.now
+		return
+	}
 	if l < 0 {
 		w.at(w.now+w.cfg.HeartbeatMs, m.try)
 		return

@@ -21,7 +21,7 @@ const (
 func measured(t *testing.T, o Options, seeds int) *Report {
 	t.Helper()
 	o.LatencyMs, o.JitterMs = latency, jitter
-	rep, err := RunMany(o, Seeds(1, seeds), nil)
+	rep, err := RunMany(t.Context(), o, Seeds(1, seeds), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,5 +114,27 @@ func TestHeal(t *testing.T) {
 			t.Errorf("only %d heals with a settled leader on each side", settled)
 		}
 		t.Logf("%s heal: converged %+v (bully: %d heals with two settled sides)", mode, rep.HealConverged, settled)
+	}
+}
+
+// A measuring run on a network too slow for any election to finish (every
+// round trip outlasts the election timeout) ends with a liveness violation
+// instead of waiting for a settled leader forever.
+func TestMeasureGivesUpWithoutASettledLeader(t *testing.T) {
+	t.Parallel()
+	for _, sc := range []Scenario{ScenarioFailover, ScenarioResign, ScenarioHeal} {
+		res, err := Run(Options{Mode: core.ModeQuorum, Scenario: sc, Nodes: 3, Cycles: 3, Seed: 1,
+			LatencyMs: 5 * core.DefaultElectionTimeoutMs, JitterMs: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Violations) != 1 || res.Violations[0].Invariant != InvLiveness {
+			t.Fatalf("%s: violations %v, want one liveness violation", sc, res.Violations)
+		}
+		if res.FirstLeaderMs != 0 || len(res.Failovers)+len(res.Handoffs)+len(res.Heals) != 0 {
+			t.Errorf("%s: first leader at %d ms, %d disruptions measured: want none", sc, res.FirstLeaderMs,
+				len(res.Failovers)+len(res.Handoffs)+len(res.Heals))
+		}
+		t.Logf("%s: %s", sc, res.Violations[0].Detail)
 	}
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"runtime"
 	"slices"
 	"sync"
@@ -261,8 +262,8 @@ func Seeds(first uint64, n int) []uint64 {
 // Report does not depend on the scheduling. progress, if set, is called
 // after each run (from one goroutine at a time) with the runs done so far.
 // It stops at the first error (invalid options or a Stepper that cannot be
-// made).
-func RunMany(opts Options, seeds []uint64, progress func(done, total int)) (*Report, error) {
+// made), and with ctx's error once ctx is done (runs under way stop too).
+func RunMany(ctx context.Context, opts Options, seeds []uint64, progress func(done, total int)) (*Report, error) {
 	results := make([]*Result, len(seeds))
 	errs := make([]error, len(seeds))
 	var next, done atomic.Int64
@@ -275,12 +276,12 @@ func RunMany(opts Options, seeds []uint64, progress func(done, total int)) (*Rep
 			defer wg.Done()
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= len(seeds) {
+				if i >= len(seeds) || ctx.Err() != nil {
 					return
 				}
 				o := opts
 				o.Seed = seeds[i]
-				results[i], errs[i] = Run(o)
+				results[i], errs[i] = runSeed(ctx, o)
 				if errs[i] != nil {
 					next.Store(int64(len(seeds)))
 				}
@@ -294,6 +295,9 @@ func RunMany(opts Options, seeds []uint64, progress func(done, total int)) (*Rep
 		}()
 	}
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	for _, err := range errs {
 		if err != nil {
 			return nil, err

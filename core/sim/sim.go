@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -18,14 +19,19 @@ import (
 // Stepper that cannot be made; protocol failures are Result.Violations. The
 // same Options give the same Result (and TraceHash) on every run.
 func Run(o Options) (*Result, error) {
-	res, err := run(o)
+	return runSeed(context.Background(), o)
+}
+
+// runSeed is Run, given up with ctx's error once ctx is done.
+func runSeed(ctx context.Context, o Options) (*Result, error) {
+	res, err := run(ctx, o)
 	if err != nil || len(res.Violations) == 0 || o.Record {
 		return res, err
 	}
 	// Replay the seed with recording on to cut trace excerpts: the run is
 	// deterministic, so it finds the same violations at the same instants.
 	o.Record = true
-	full, err := run(o)
+	full, err := run(ctx, o)
 	if err != nil {
 		return res, err
 	}
@@ -216,8 +222,9 @@ type node struct {
 
 type world struct {
 	*setup
-	net  *rand.Rand // deliveries: loss, duplication, delay
-	flt  *rand.Rand // the fault schedule and the scenario's choices
+	ctx  context.Context // a run given up returns its error
+	net  *rand.Rand      // deliveries: loss, duplication, delay
+	flt  *rand.Rand      // the fault schedule and the scenario's choices
 	q    queue
 	seq  uint64
 	now  int64
@@ -269,12 +276,13 @@ type leaderAt struct {
 
 type span struct{ from, to int64 }
 
-func run(o Options) (*Result, error) {
+func run(ctx context.Context, o Options) (*Result, error) {
 	s, err := o.normalize()
 	if err != nil {
 		return nil, err
 	}
 	w := &world{
+		ctx:   ctx,
 		setup: s,
 		net:   rand.New(rand.NewPCG(s.Seed, 0x6e6574)),
 		flt:   rand.New(rand.NewPCG(s.Seed, 0x666c74)),
@@ -374,7 +382,13 @@ func (w *world) closeAll() {
 }
 
 func (w *world) loop() error {
+	done := w.ctx.Done()
 	for w.q.len() > 0 && !w.stop {
+		select {
+		case <-done: // one instant of a 1001-node swarm can take seconds
+			return w.ctx.Err()
+		default:
+		}
 		t := w.q.next()
 		if t > w.end {
 			break

@@ -2,7 +2,9 @@ package sim
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -10,7 +12,9 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/internal/abi"
@@ -45,7 +49,7 @@ func runMix(t *testing.T, mode core.Mode, first uint64) *Report {
 func runSuite(t *testing.T, o Options, first uint64) *Report {
 	t.Helper()
 	mode := o.Mode
-	rep, err := RunMany(o, Seeds(first, faultSeeds()), nil)
+	rep, err := RunMany(t.Context(), o, Seeds(first, faultSeeds()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +129,7 @@ func TestDrainQuorum(t *testing.T) {
 	if testing.Short() {
 		n /= 10
 	}
-	rep, err := RunMany(Options{Mode: core.ModeQuorum, Drain: true}, Seeds(1, n), nil)
+	rep, err := RunMany(t.Context(), Options{Mode: core.ModeQuorum, Drain: true}, Seeds(1, n), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +288,7 @@ func TestDeterministic(t *testing.T) {
 func TestRunManyMatchesRun(t *testing.T) {
 	seeds := Seeds(1000, 24)
 	calls := 0
-	rep, err := RunMany(Options{Mode: core.ModeBully}, seeds, func(done, total int) {
+	rep, err := RunMany(t.Context(), Options{Mode: core.ModeBully}, seeds, func(done, total int) {
 		calls++
 		if total != len(seeds) || done != calls {
 			t.Errorf("progress(%d, %d) at call %d", done, total, calls)
@@ -305,7 +309,7 @@ func TestRunManyMatchesRun(t *testing.T) {
 	if !reflect.DeepEqual(rep, seq) {
 		t.Fatalf("RunMany %+v\nsequential %+v", rep, seq)
 	}
-	if _, err := RunMany(Options{Mode: "raft"}, seeds[:2], nil); err == nil {
+	if _, err := RunMany(t.Context(), Options{Mode: "raft"}, seeds[:2], nil); err == nil {
 		t.Fatal("RunMany accepted an unknown mode")
 	}
 }
@@ -482,7 +486,7 @@ func TestLeaseStress(t *testing.T) {
 	if testing.Short() {
 		n = 300
 	}
-	rep, err := RunMany(Options{Mode: core.ModeQuorum, LatencyMs: 1,
+	rep, err := RunMany(t.Context(), Options{Mode: core.ModeQuorum, LatencyMs: 1,
 		Config: core.Config{MaxDriftPPM: 50_000, HeartbeatMs: 500, ElectionTimeoutMs: 2000},
 		Faults: &FaultMix{Partitions: 8, Crashes: 2, Commands: 2}}, Seeds(1, n), nil)
 	if err != nil {
@@ -575,5 +579,42 @@ func TestHandoffSeeds(t *testing.T) {
 			t.Errorf("seed %d (targeted %v, membership %v) no longer reaches its case: %d hand-offs needing members that know no leader of their term (want some: %v), %d hand-off commands to a leader stalled past its lease (%v), %d successors stalled with their resign due (%v)",
 				c.seed, c.targeted, c.membership, res.HandoffsUnheard, c.unheard, res.StalledHandoffs, c.stalled, res.LateHandoffResigns, c.late)
 		}
+	}
+}
+
+// stepperFunc adapts a function to a Stepper.
+type stepperFunc func(in *core.Input, out *core.Output) error
+
+func (f stepperFunc) Step(in *core.Input, out *core.Output) error { return f(in, out) }
+
+// TestRunManyStopsWhenCancelled: a run under way gives up once its context
+// is done (the CLI's SIGTERM), not only between seeds. The run asked for is
+// about an hour of CPU, so ignoring the cancel fails the test's give-up.
+func TestRunManyStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	var once sync.Once
+	stepping := make(chan struct{})
+	o := Options{Mode: core.ModeQuorum, Scenario: ScenarioFailover, Nodes: 1001, Cycles: 50,
+		NewStepper: func(id string) (Stepper, error) {
+			st, err := NewNative(id)
+			return stepperFunc(func(in *core.Input, out *core.Output) error {
+				once.Do(func() { close(stepping) })
+				return st.Step(in, out)
+			}), err
+		}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := RunMany(ctx, o, Seeds(1, 2), nil)
+		done <- err
+	}()
+	<-stepping
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("RunMany after cancel: %v, want context.Canceled", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("RunMany still running 2 minutes after its context was cancelled")
 	}
 }
