@@ -3,7 +3,7 @@
 package main
 
 import (
-	"unsafe"
+	"unsafe" // also for go:linkname
 
 	"github.com/electcore/electcore/core"
 )
@@ -106,6 +106,23 @@ func ecReset() int32 {
 	}
 	return 0
 }
+
+// ec_memory_limit sets the soft limit of the module's collector to limit
+// bytes, as GOMEMLIMIT does at start (a negative limit changes nothing),
+// and returns the limit before. A host raises it with the bound it puts on
+// the instance's linear memory, which grows with the groups joined: the
+// collector works harder as the heap nears the soft limit, so one set for
+// fewer groups would make it collect without pause.
+//
+//go:wasmexport ec_memory_limit
+func ecMemoryLimit(limit int64) int64 { return setMemoryLimit(limit) }
+
+// setMemoryLimit is runtime/debug.SetMemoryLimit, which the runtime
+// provides under this name: runtime/debug itself imports fmt (~280 KB of
+// the module).
+//
+//go:linkname setMemoryLimit runtime/debug.setMemoryLimit
+func setMemoryLimit(limit int64) int64
 
 // ec_abi_version lets a host check it speaks this ABI.
 //

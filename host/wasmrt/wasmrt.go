@@ -41,11 +41,15 @@ type Config struct {
 	// compiled code) is shared by every Runtime with the same CacheDir.
 	CacheDir string
 	// MemoryLimitPages bounds each instance's linear memory in 64 KiB pages
-	// (0: 1024 pages, 64 MiB; a fresh instance uses ~40, 10,000 groups fit
-	// in ~300: host/BENCHMARKS.md). The memory is reserved up front but only
-	// touched pages cost RAM. The module's Go runtime is started with a soft
-	// limit (GOMEMLIMIT) a quarter (at least 4 MiB) below it, so that its
-	// collector keeps the heap within the bound while the live data fits.
+	// (0: 1024 pages, 64 MiB) while it hosts few groups; an instance with
+	// more groups than that holds gets 16 MiB + 16 KiB per group (10,000
+	// groups: 172 MiB), what an election storm at the start needs with
+	// room to spare (a fresh instance uses ~4 MiB, 10,000 settled groups
+	// ~30 MiB: host/BENCHMARKS.md). Linear memory grows only as the module
+	// asks for it, and only touched pages cost RAM. The module's Go runtime
+	// gets a soft limit (GOMEMLIMIT) a quarter (at least 4 MiB) below the
+	// bound, raised with it, so that its collector keeps the heap within
+	// the bound while the live data fits.
 	MemoryLimitPages uint32
 	// CallTimeout is the deadline of every call into the module (0: 1 s; a
 	// step takes microseconds, so it only catches a runaway module). A call

@@ -14,8 +14,9 @@
 //     ones, which the Go runtime needs and the core never reads: no files,
 //     network or arguments, and no environment but GOMEMLIMIT, set from the
 //     memory bound so that the module's collector keeps within it. Memory is
-//     bounded (MemoryLimitPages, reserved up front with
-//     WithMemoryCapacityFromMax) and every call has a deadline (CallTimeout), enforced through fuel the
+//     bounded per instance (memory.go: MemoryLimitPages, raised by 16 KiB
+//     for every group the instance joins beyond what it holds, with the
+//     collector's soft limit) and every call has a deadline (CallTimeout), enforced through fuel the
 //     module is instrumented with at load: every 10,000 loop iterations a
 //     call checks its deadline in a host function (internal/fuel: ≈ 3–5 % of
 //     a step, where wazero's WithCloseOnContextDone cost ~7×).

@@ -16,6 +16,7 @@ import (
 	"github.com/electcore/electcore/internal/fuel"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 )
 
 // Module error codes (negative results of the raw exports; see wasm/ABI.md).
@@ -89,7 +90,14 @@ type Instance struct {
 	fStatus api.Function
 	fError  api.Function
 	fReset  api.Function
+	fLimit  api.Function // ec_memory_limit, if the module has it
 	stack   []uint64
+
+	// The bound of linear memory (memoryBound) for the groups joined (as
+	// the module's events count them), enforced by memory.
+	groups int
+	bound  uint64
+	memory *boundedMemory
 
 	inPtr, inCap uint32
 	buf          []byte // host-side encode buffer
@@ -108,33 +116,19 @@ type Instance struct {
 	checkStart time.Time
 }
 
-// goMemLimit is the soft memory limit the module's Go runtime starts with
-// (GOMEMLIMIT, in bytes): its linear memory's bound less a quarter of it,
-// and at least 4 MiB, for what is not heap (the module's data, stacks).
-// Without it Go's collector lets the heap grow to about twice its live data
-// before it collects: 10,000 groups (25–29 MiB at rest) ran out of the
-// default 64 MiB in an election storm, the module trapped and the host
-// re-joined every group, which started the storm again. With it the
-// collector works harder as the heap nears the bound; only live data
-// beyond it still traps.
-func goMemLimit(pages uint32) uint64 {
-	bound := uint64(pages) * 65536
-	reserve := max(bound/4, 4<<20)
-	if bound <= reserve {
-		return bound / 2
-	}
-	return bound - reserve
-}
-
 // NewInstance instantiates the module: runs _initialize, grants nothing but
 // WASI's fake clocks and deterministic random source and, as its only
-// environment variable, GOMEMLIMIT (goMemLimit), and bounds memory.
+// environment variable, GOMEMLIMIT (goMemLimit), and bounds memory
+// (memoryBound: the bound grows with the groups the instance joins).
 func (r *Runtime) NewInstance(ctx context.Context) (*Instance, error) {
 	i := &Instance{rt: r, timeout: r.cfg.CallTimeout, stderr: &capBuffer{max: 8 << 10}, stack: make([]uint64, 4)}
 	i.ctx = context.WithValue(context.Background(), instanceKey{}, i)
+	i.bound = memoryBound(r.cfg.MemoryLimitPages, 0)
+	i.memory = newBoundedMemory(i.bound)
+	ctx = experimental.WithMemoryAllocator(ctx, i.memory)
 	mc := wazero.NewModuleConfig().
 		WithName("").
-		WithEnv("GOMEMLIMIT", strconv.FormatUint(goMemLimit(r.cfg.MemoryLimitPages), 10)).
+		WithEnv("GOMEMLIMIT", strconv.FormatUint(goMemLimit(i.bound), 10)).
 		WithStartFunctions("_initialize").
 		WithStderr(i.stderr)
 	mod, err := r.wr.InstantiateModule(ctx, r.compiled, mc)
@@ -153,6 +147,7 @@ func (r *Runtime) NewInstance(ctx context.Context) (*Instance, error) {
 	i.fStatus = mod.ExportedFunction("ec_status")
 	i.fError = mod.ExportedFunction("ec_error")
 	i.fReset = mod.ExportedFunction("ec_reset")
+	i.fLimit = mod.ExportedFunction("ec_memory_limit") // nil in modules before it
 	return i, nil
 }
 
@@ -298,11 +293,55 @@ func (i *Instance) stepLocked(op string, f api.Function, in *core.Input, out *co
 	if i.buf, err = abi.MarshalInput(i.buf[:0], in); err != nil {
 		return fmt.Errorf("host: encoding input: %w", err)
 	}
+	if len(in.Join) > 0 {
+		// Room for every group the batch may add, before the module
+		// allocates for them.
+		if err := i.raiseBound(i.groups + len(in.Join)); err != nil {
+			return err
+		}
+	}
 	b, err := i.stepRaw(op, f, i.buf)
 	if err != nil {
 		return err
 	}
-	return decodeOutput(b, out, &i.scratch)
+	n := len(out.Events)
+	if err := decodeOutput(b, out, &i.scratch); err != nil {
+		return err
+	}
+	for _, ev := range out.Events[n:] {
+		switch ev.Kind {
+		case core.EventJoined:
+			i.groups++
+		case core.EventLeft:
+			i.groups--
+		}
+	}
+	return nil
+}
+
+// raiseBound raises the bound of linear memory to memoryBound for groups
+// (it never lowers it: memory does not shrink) and the module's soft limit
+// with it.
+func (i *Instance) raiseBound(groups int) error {
+	b := memoryBound(i.rt.cfg.MemoryLimitPages, groups)
+	if b <= i.bound {
+		return nil
+	}
+	i.bound = b
+	i.memory.limit.Store(b)
+	if i.fLimit == nil {
+		return nil
+	}
+	_, err := i.call("memory_limit", i.fLimit, goMemLimit(b))
+	return err
+}
+
+// MemoryBound is the bound of the instance's linear memory in bytes: it
+// grows with the groups joined (memoryBound).
+func (i *Instance) MemoryBound() uint64 {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.bound
 }
 
 // decodeOutput decodes b into out, appending like core.Engine.Step does.
@@ -375,6 +414,7 @@ func (i *Instance) Reset() error {
 		_, err := i.result("reset", uint64(int64(int32(r))))
 		return err
 	}
+	i.groups = 0
 	return nil
 }
 

@@ -20,9 +20,9 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultMemoryLimitPages bounds an instance's linear memory: 1024 pages
-	// of 64 KiB = 64 MiB. A fresh instance uses ~40 pages; 10,000 groups fit in
-	// ~300 (see BENCHMARKS.md).
+	// DefaultMemoryLimitPages bounds an instance's linear memory while it
+	// hosts few groups: 1024 pages of 64 KiB = 64 MiB. A fresh instance uses
+	// ~60 pages; with more groups the bound grows (memoryBound).
 	DefaultMemoryLimitPages = 1024
 	// DefaultCallTimeout is the deadline of one call into the module. A step
 	// takes microseconds; the deadline only catches a runaway module.
@@ -210,10 +210,11 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Each instance bounds its own memory (boundedMemory), by the groups
+	// it hosts; wazero's limit is only what 32 bits address.
 	rc := wazero.NewRuntimeConfig().
 		WithCompilationCache(cache).
-		WithMemoryLimitPages(cfg.MemoryLimitPages).
-		WithMemoryCapacityFromMax(true)
+		WithMemoryLimitPages(maxMemoryBytes / 65536)
 	r.wr = wazero.NewRuntimeWithConfig(ctx, rc)
 	fail := func(err error) (*Runtime, error) {
 		r.wr.Close(ctx)
