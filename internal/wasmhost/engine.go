@@ -141,9 +141,7 @@ func (e *Engine) restoreLocked(out *core.Output) error {
 			e.inst = nil
 			return err
 		}
-		// The restore persists too (with authentication, every join raises
-		// the group's epoch): the next restore must start from that.
-		e.track(&core.Input{}, out.Persist[np:], nil)
+		out.Persist = append(out.Persist[:np], e.mustPersist(out.Persist[np:])...)
 		in.Join, size = in.Join[:0], 0
 	}
 	// A group the core now refuses (it cannot be: it was accepted before)
@@ -170,6 +168,39 @@ func (e *Engine) restoreLocked(out *core.Output) error {
 		}
 	}
 	return nil
+}
+
+// mustPersist records the states a restore's re-joins ask to persist (every
+// join raises the group's epoch: the next restore starts from there) and
+// returns those the host must save before the group publishes again: not
+// those of groups without authentication that differ from the state last
+// saved only in the epoch, which such a group carries along but never
+// sends. Saving them cost a synced write per group for nothing, in one
+// go: an agent with a disk store and thousands of groups spent longer
+// than an election timeout on them after a trap, and every group it then
+// stepped found its campaign overdue and ran it, although every leader was
+// alive (TestRestoreAfterTrapKeepsFollowing). With authentication the new
+// epoch must be durable before anything signed with it is sent, so those
+// are saved.
+func (e *Engine) mustPersist(ps []core.GroupState) []core.GroupState {
+	keep := ps[:0]
+	for _, p := range ps {
+		s := e.specs[p.Group]
+		if s == nil {
+			continue
+		}
+		if a := s.Config.Auth; a != core.AuthOff && a != "" || !sameButEpoch(p, s.State) {
+			keep = append(keep, p)
+		}
+		s.State = p
+	}
+	return keep
+}
+
+// sameButEpoch reports whether a and b differ at most in their epochs.
+func sameButEpoch(a, b core.GroupState) bool {
+	return a.Group == b.Group && a.Term == b.Term && a.Vote == b.Vote && a.ConfTerm == b.ConfTerm &&
+		a.ConfIndex == b.ConfIndex && slices.Equal(a.Members, b.Members) && len(a.Keys) == 0 && len(b.Keys) == 0
 }
 
 // track records joins, leaves and persisted states from a successful step.
