@@ -165,13 +165,18 @@ type Agent struct {
 	coal      *coalescer
 	peerSubs  map[string]bool // peer topics subscribed: true once live
 	echoes    *echoes
-	envMsgs   []core.Message // deliverEnvelope's scratch
+	envMsgs   []inMsg // deliverEnvelope's scratch
 
 	// owned by the loop goroutine
 	driver core.Driver // applies each Output in the core's order
 	out    core.Output
-	wakeAt int64
-	leases leaseQueue // the lease ends of the leaderships held
+	// apply's state of the step: its publishes, whether they were handed
+	// to the publisher, the requests the core refused (by id)
+	pubs    []core.Message
+	planned bool
+	refused map[uint64]string
+	wakeAt  int64
+	leases  leaseQueue // the lease ends of the leaderships held
 	// the drops last logged (dropped, of them from members) and when
 	dropsLogged, memberDropsLogged uint64
 	dropsLoggedAt                  time.Time
@@ -424,7 +429,7 @@ func (a *Agent) prepareJoin(cfg core.Config, cb Callbacks, drained bool) (*pendi
 	// queues (inbox.go).
 	a.inbox.setMembers(core.Topic(cfg.Group), cfg.Members)
 	a.inbox.setMembers(core.Topic(cfg.Group), st.Members)
-	a.coal.join(cfg.Group, cfg.ID, cfg.Members)
+	a.coal.join(cfg.Group, cfg.ID, cfg.Members).lanes = a.inbox.lanes(core.Topic(cfg.Group))
 	if len(st.Members) > 0 {
 		a.coal.config(cfg.Group, st.Members)
 	}
@@ -531,7 +536,7 @@ func (a *Agent) deliverEnvelope(m transport.Message) {
 	msgs, from, refused, err := a.coal.receive(a.clock.NowMs(), m.Topic, m.Payload, a.envMsgs[:0])
 	var queuedN, dropped, droppedMember uint64
 	for _, cm := range msgs {
-		queued, member := a.inbox.addFrom(cm, from, a.cfg.MaxPending)
+		queued, member := a.inbox.addIn(cm, from, a.cfg.MaxPending)
 		switch {
 		case queued:
 			queuedN++
@@ -852,8 +857,33 @@ func (a *Agent) apply(out *core.Output, in *core.Input, reqs []*request) {
 	// The core's order — persist, publish, events — is core.Driver's: a
 	// group whose state could not be saved publishes nothing (now or in a
 	// later batch) until a save succeeds, and a leadership the same Output
-	// revokes never starts OnStartedLeading.
-	refused := map[uint64]string{} // by request id
+	// revokes never starts OnStartedLeading. The driver's callbacks are
+	// made once and keep the step's state in the agent (loop-owned): made
+	// per step, they and the map of refusals were allocations of every step.
+	d := &a.driver
+	if d.Save == nil {
+		a.initDriver()
+	}
+	a.pubs, a.planned = a.pubs[:0], false
+	if len(a.refused) > 0 {
+		clear(a.refused)
+	}
+	held, err := d.Apply(out)
+	a.sendPlanned()
+	clear(a.pubs) // not kept alive until the next step
+	if err != nil {
+		a.c.persistErrs.Add(1)
+		a.logger.Error("persisting election state failed; the group's messages are held until a save succeeds", "err", err)
+	}
+	a.c.held.Add(uint64(held))
+	// 4. Answer the requests of this batch.
+	for _, r := range reqs {
+		r.done <- requestResult(r, a.refused)
+	}
+}
+
+// initDriver makes the driver's callbacks (apply).
+func (a *Agent) initDriver() {
 	d := &a.driver
 	d.Save = func(p core.GroupState) error {
 		el := a.election(p.Group)
@@ -866,50 +896,42 @@ func (a *Agent) apply(out *core.Output, in *core.Input, reqs []*request) {
 		}
 		return err
 	}
-	// Every publish comes before the first event (core.Driver): they are
-	// handed to the publisher together, before any event, in envelopes
-	// where they can be (coalesce.go).
-	var pubs []core.Message
-	planned := false
-	send := func() {
-		if !planned {
-			planned = true
-			a.mu.Lock()
-			now := a.clock.NowMs()
-			msgs, n := a.coal.plan(now, pubs)
-			for _, m := range msgs {
-				a.echoes.sending(now, m.Topic, m.Payload)
-			}
-			a.mu.Unlock()
-			a.c.coalesced.Add(uint64(n))
-			a.pub.enqueue(msgs)
-		}
-	}
-	d.Publish = func(m core.Message) { pubs = append(pubs, m) }
+	d.Publish = func(m core.Message) { a.pubs = append(a.pubs, m) }
 	d.Event = func(ev core.Event) {
-		send()
-		a.event(a.election(ev.Group), ev, refused)
-	}
-	held, err := d.Apply(out)
-	send()
-	if err != nil {
-		a.c.persistErrs.Add(1)
-		a.logger.Error("persisting election state failed; the group's messages are held until a save succeeds", "err", err)
-	}
-	a.c.held.Add(uint64(held))
-	// 4. Answer the requests of this batch.
-	for _, r := range reqs {
-		r.done <- requestResult(r, refused)
+		a.sendPlanned()
+		a.event(a.election(ev.Group), ev)
 	}
 }
 
+// sendPlanned hands the step's publishes to the publisher, once per step
+// and before its first event (core.Driver puts every publish before the
+// first event), in envelopes where they can be (coalesce.go).
+func (a *Agent) sendPlanned() {
+	if a.planned {
+		return
+	}
+	a.planned = true
+	a.mu.Lock()
+	now := a.clock.NowMs()
+	msgs, n := a.coal.plan(now, a.pubs)
+	for _, m := range msgs {
+		a.echoes.sending(now, m.Topic, m.Payload)
+	}
+	a.mu.Unlock()
+	a.c.coalesced.Add(uint64(n))
+	a.pub.enqueue(msgs)
+}
+
 // event delivers one event to its election (el: nil if it left).
-func (a *Agent) event(el *Election, ev core.Event, refused map[uint64]string) {
+func (a *Agent) event(el *Election, ev core.Event) {
 	switch ev.Kind {
 	case core.EventRejected:
 		a.c.rejected.Add(1)
 		if ev.Request != 0 {
-			refused[ev.Request] = ev.Reason
+			if a.refused == nil {
+				a.refused = map[uint64]string{}
+			}
+			a.refused[ev.Request] = ev.Reason
 		}
 		a.logger.Debug("input rejected", "group", ev.Group, "reason", ev.Reason)
 		if el != nil && ev.Member != "" && (strings.HasPrefix(ev.Reason, authForged) || strings.HasPrefix(ev.Reason, authUnsigned)) {

@@ -206,6 +206,18 @@ var (
 // (heard) as a peer's id was heard on it.
 type swarmKey struct{ topic, id string }
 
+// peerSet is a peer topic this agent reads and speaks on as one of its ids.
+type peerSet struct {
+	key  swarmKey
+	sent int64 // when this agent last sent an envelope there
+	// plan's memory of the step it is planning: the step's number when it
+	// last decided whether the set's groups coalesce, and the decision;
+	// the payloads it carries this step.
+	planned uint64
+	capable bool
+	entries []envEntry
+}
+
 // cgroup is what the coalescer knows of one joined group.
 type cgroup struct {
 	id      string
@@ -216,6 +228,18 @@ type cgroup struct {
 	// confMembers is how a configuration of exactly those members lists
 	// them on the wire (the core writes them sorted, last but for keys).
 	confMembers []byte
+	sw          *peerSet // its peer set once this agent reads the topic (ready)
+	// lanes are the inbox's lanes of its members (inbox.lanes), so that an
+	// envelope's payload is queued without looking its topic up again.
+	lanes map[string]*lane
+}
+
+// inMsg is a payload an envelope carries for a joined group, as the
+// message it stands for on the group's topic, and that group's member
+// lanes (cgroup.lanes).
+type inMsg struct {
+	core.Message
+	lanes map[string]*lane
 }
 
 // coalescer decides which publishes travel in envelopes and reads the
@@ -224,13 +248,19 @@ type cgroup struct {
 type coalescer struct {
 	groups map[string]*cgroup
 	// swarms: the peer topics this agent reads (subscription live) and
-	// speaks on, as each of its ids, and when it last sent there.
-	swarms map[swarmKey]int64
+	// speaks on, as each of its ids.
+	swarms map[swarmKey]*peerSet
 	// heard: when a peer's envelope was last received on a topic.
 	heard map[swarmKey]int64
 	// spans is receive's scratch (cleared after use: it points into the
 	// last envelope).
 	spans []envSpan
+	// plan's scratch: its steps counted, each publish's group, the swarms
+	// the step speaks on, and what it returns (valid until the next plan).
+	plans   uint64
+	pubGs   []*cgroup
+	speak   []*peerSet
+	planned []core.Message
 	// minGroups: with fewer groups joined, this agent sends no payload in
 	// an envelope and no hello (it still reads envelopes), so an agent in a
 	// few groups puts on the bus exactly what it did before coalescing.
@@ -243,7 +273,7 @@ type coalescer struct {
 const coalesceGroups = 16
 
 func newCoalescer(minGroups int) *coalescer {
-	return &coalescer{groups: map[string]*cgroup{}, swarms: map[swarmKey]int64{}, heard: map[swarmKey]int64{}, minGroups: minGroups}
+	return &coalescer{groups: map[string]*cgroup{}, swarms: map[swarmKey]*peerSet{}, heard: map[swarmKey]int64{}, minGroups: minGroups}
 }
 
 // join registers a group with the members it joined with.
@@ -253,6 +283,7 @@ func (c *coalescer) join(group, id string, members []string) *cgroup {
 	ms = slices.Compact(ms)
 	g := &cgroup{id: id, own: core.Topic(group), topic: PeersTopic(ms), members: ms, same: true,
 		confMembers: []byte(`,"members":["` + strings.Join(ms, `","`) + `"]`)}
+	g.sw = c.swarms[swarmKey{g.topic, id}]
 	c.groups[group] = g
 	return g
 }
@@ -274,8 +305,11 @@ func (c *coalescer) config(group string, members []string) {
 // ready marks topic as read by this agent (its subscription is live): it
 // may speak there as id from now on.
 func (c *coalescer) ready(topic, id string, now int64) {
-	if _, ok := c.swarms[swarmKey{topic, id}]; !ok {
-		c.swarms[swarmKey{topic, id}] = now - helloMs // says hello at once
+	k := swarmKey{topic, id}
+	sw := c.swarms[k]
+	if sw == nil {
+		sw = &peerSet{key: k, sent: now - helloMs} // says hello at once
+		c.swarms[k] = sw
 	}
 }
 
@@ -286,19 +320,35 @@ func (c *coalescer) coalescing(g *cgroup, now int64) bool {
 	if !g.same || len(g.members) < 2 || len(c.groups) < c.minGroups {
 		return false
 	}
-	if _, ok := c.swarms[swarmKey{g.topic, g.id}]; !ok {
-		return false
-	}
-	for _, m := range g.members {
-		if m == g.id {
-			continue
-		}
-		at, ok := c.heard[swarmKey{g.topic, m}]
-		if !ok || now-at > capableMs {
+	if g.sw == nil { // not known ready when it joined
+		if g.sw = c.swarms[swarmKey{g.topic, g.id}]; g.sw == nil {
 			return false
 		}
 	}
-	return true
+	return c.capable(g.sw, g.members, now)
+}
+
+// capable reports whether every member but sw's own id was heard on sw's
+// topic within capableMs. Within one plan it decides once per peer set:
+// every group of a set has the same members (those the topic names) and the
+// step has one now.
+func (c *coalescer) capable(sw *peerSet, members []string, now int64) bool {
+	if sw.planned == c.plans {
+		return sw.capable
+	}
+	ok := true
+	for _, m := range members {
+		if m == sw.key.id {
+			continue
+		}
+		at, heard := c.heard[swarmKey{sw.key.topic, m}]
+		if !heard || now-at > capableMs {
+			ok = false
+			break
+		}
+	}
+	sw.planned, sw.capable = c.plans, ok
+	return ok
 }
 
 // plan turns one step's publishes, in the core's order, into what goes on
@@ -307,47 +357,54 @@ func (c *coalescer) coalescing(g *cgroup, now int64) bool {
 // maxEnvelope) with every other payload, and an empty envelope (a hello) on
 // each topic this agent spoke on no more than helloMs ago. A group's
 // payloads go in an envelope only if all of its payloads of the step can,
-// so none is reordered against another of its group.
+// so none is reordered against another of its group. What it returns is
+// valid until the next plan.
 func (c *coalescer) plan(now int64, pubs []core.Message) (out []core.Message, coalesced int) {
-	bare := map[string]bool{} // groups with a payload that must stay on the group's topic
+	c.plans++
+	var bare map[string]bool // groups with a payload that must stay on the group's topic
+	gs := c.pubGs[:0]
 	for _, m := range pubs {
-		group, _ := strings.CutPrefix(m.Topic, "election:")
-		if !coalescible(c.groups[group], m.Payload) {
+		var g *cgroup
+		if group, ok := strings.CutPrefix(m.Topic, "election:"); ok {
+			g = c.groups[group]
+		}
+		gs = append(gs, g)
+		if !coalescible(g, m.Payload) {
+			if bare == nil {
+				bare = map[string]bool{}
+			}
 			bare[m.Topic] = true
 		}
 	}
-	type batch struct {
-		key     swarmKey
-		entries []envEntry
-	}
-	var batches []*batch
-	byKey := map[swarmKey]*batch{}
-	for _, m := range pubs {
-		group, ok := strings.CutPrefix(m.Topic, "election:")
-		g := c.groups[group]
-		if !ok || g == nil || bare[m.Topic] || !c.coalescing(g, now) {
+	out = c.planned[:0]
+	speak := c.speak[:0]
+	for i, m := range pubs {
+		g := gs[i]
+		if g == nil || bare[m.Topic] || !c.coalescing(g, now) {
 			out = append(out, m)
 			continue
 		}
-		k := swarmKey{g.topic, g.id}
-		b := byKey[k]
-		if b == nil {
-			b = &batch{key: k}
-			byKey[k] = b
-			batches = append(batches, b)
+		sw := g.sw
+		if len(sw.entries) == 0 {
+			speak = append(speak, sw)
 		}
-		b.entries = append(b.entries, envEntry{Group: group, Payload: m.Payload})
+		sw.entries = append(sw.entries, envEntry{Group: m.Topic[len("election:"):], Payload: m.Payload})
 		coalesced++
 	}
-	for _, b := range batches {
-		out = appendEnvelopes(out, b.key, b.entries)
-		c.swarms[b.key] = now
+	for _, sw := range speak {
+		out = appendEnvelopes(out, sw.key, sw.entries)
+		sw.sent = now
+		clear(sw.entries) // it points into the step's payloads
+		sw.entries = sw.entries[:0]
 	}
-	var hellos []swarmKey
+	clear(gs)
+	clear(speak)
+	c.pubGs, c.speak = gs[:0], speak[:0]
+	var hellos []*peerSet
 	if len(c.groups) >= c.minGroups {
-		for k, last := range c.swarms {
-			if now-last >= helloMs {
-				hellos = append(hellos, k)
+		for _, sw := range c.swarms {
+			if now-sw.sent >= helloMs {
+				hellos = append(hellos, sw)
 			}
 		}
 	}
@@ -358,11 +415,14 @@ func (c *coalescer) plan(now int64, pubs []core.Message) (out []core.Message, co
 			}
 		}
 	}
-	slices.SortFunc(hellos, func(a, b swarmKey) int { return strings.Compare(a.topic+"\x00"+a.id, b.topic+"\x00"+b.id) })
-	for _, k := range hellos {
-		out = append(out, core.Message{Topic: k.topic, Payload: appendEnvelope(nil, k.id, nil)})
-		c.swarms[k] = now
+	slices.SortFunc(hellos, func(a, b *peerSet) int {
+		return strings.Compare(a.key.topic+"\x00"+a.key.id, b.key.topic+"\x00"+b.key.id)
+	})
+	for _, sw := range hellos {
+		out = append(out, core.Message{Topic: sw.key.topic, Payload: appendEnvelope(nil, sw.key.id, nil)})
+		sw.sent = now
 	}
+	c.planned = out
 	return out, coalesced
 }
 
@@ -380,7 +440,7 @@ func appendEnvelopes(out []core.Message, k swarmKey, entries []envEntry) []core.
 			size += s
 			n++
 		}
-		out = append(out, core.Message{Topic: k.topic, Payload: appendEnvelope(nil, k.id, entries[:n])})
+		out = append(out, core.Message{Topic: k.topic, Payload: appendEnvelope(make([]byte, 0, size), k.id, entries[:n])})
 		entries = entries[n:]
 	}
 	return out
@@ -393,8 +453,8 @@ func (c *coalescer) nextHello() int64 {
 		return 0
 	}
 	var next int64
-	for _, last := range c.swarms {
-		if t := last + helloMs; next == 0 || t < next {
+	for _, sw := range c.swarms {
+		if t := sw.sent + helloMs; next == 0 || t < next {
 			next = t
 		}
 	}
@@ -410,7 +470,7 @@ func (c *coalescer) nextHello() int64 {
 // an envelope only carries what its sender could have published on the
 // group's topic itself, and the core still checks and authenticates every
 // payload.
-func (c *coalescer) receive(now int64, topic string, payload []byte, msgs []core.Message) (_ []core.Message, from string, refused int, err error) {
+func (c *coalescer) receive(now int64, topic string, payload []byte, msgs []inMsg) (_ []inMsg, from string, refused int, err error) {
 	fromB, spans, err := scanEnvelope(payload, c.spans[:0])
 	defer func() { clear(spans); c.spans = spans[:0] }()
 	if err != nil {
@@ -430,7 +490,7 @@ func (c *coalescer) receive(now int64, topic string, payload []byte, msgs []core
 			refused++
 			continue
 		}
-		msgs = append(msgs, core.Message{Topic: g.own, Payload: e.payload})
+		msgs = append(msgs, inMsg{core.Message{Topic: g.own, Payload: e.payload}, g.lanes})
 	}
 	return msgs, from, refused, nil
 }

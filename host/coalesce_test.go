@@ -138,7 +138,9 @@ func (s *swarm) deliver() {
 			if err != nil || refused > 0 {
 				panic(fmt.Sprintf("%s: envelope refused: %v (%d)", n.id, err, refused))
 			}
-			n.in = append(n.in, msgs...)
+			for _, m := range msgs {
+				n.in = append(n.in, m.Message)
+			}
 		}
 	}
 }

@@ -21,11 +21,16 @@ import (
 // decode: it only picks a lane; the core still decodes, checks and
 // authenticates everything.
 type inbox struct {
-	shared  []core.Message // from head on
-	head    int
-	topics  map[string]map[string]*lane // topic → member id → that member's lane
-	order   []*lane                     // lanes with messages, oldest first
-	pending int                         // messages in lanes
+	shared []core.Message // from head on
+	head   int
+	topics map[string]map[string]*lane // topic → member id → that member's lane
+	order  []*lane                     // lanes with messages, oldest first, from orderHead on
+	// orderHead: order is taken from the front by index, not by slicing,
+	// so that its array is used again (sliced, appending moved it to a new
+	// array every few hundred messages).
+	orderHead int
+	pending   int            // messages in lanes
+	taken     []core.Message // take's result, reused: valid until the next take
 }
 
 // lane is one known member's queue. It exists from the moment the member
@@ -90,13 +95,18 @@ func (in *inbox) add(m core.Message, maxShared int) (queued, member bool) {
 	return in.addShared(m, maxShared), false
 }
 
-// addFrom is add for a message whose sender is known to be from (an
-// envelope's entry: the coalescer checked it).
-func (in *inbox) addFrom(m core.Message, from string, maxShared int) (queued, member bool) {
-	if l := in.topics[m.Topic][from]; l != nil {
-		return in.addLane(m, l, maxShared), true
+// lanes is topic's member lanes (nil if none is known), for cgroup.lanes:
+// the map stays topic's until forget, and its lanes are then gone.
+func (in *inbox) lanes(topic string) map[string]*lane { return in.topics[topic] }
+
+// addIn is add for a payload of an envelope whose sender is known to be
+// from (the coalescer checked it), queued in from's lane of the payload's
+// group without looking the group up.
+func (in *inbox) addIn(m inMsg, from string, maxShared int) (queued, member bool) {
+	if l := m.lanes[from]; l != nil && !l.gone {
+		return in.addLane(m.Message, l, maxShared), true
 	}
-	return in.addShared(m, maxShared), false
+	return in.addShared(m.Message, maxShared), false
 }
 
 // addLane queues m in its sender's lane l.
@@ -131,14 +141,15 @@ const stepMessages = 256
 
 // take removes up to budget bytes and stepMessages messages (at least one
 // if any wait): the members' lanes round robin, then the shared queue in
-// order.
+// order. What it returns is valid until the next take.
 func (in *inbox) take(budget int) []core.Message {
-	out := make([]core.Message, 0, min(in.len(), stepMessages))
+	clear(in.taken) // the last step's payloads are not kept alive
+	out := in.taken[:0]
 	cost := func(m core.Message) int { return len(m.Topic) + len(m.Payload) + 16 }
-	for len(in.order) > 0 && len(out) < stepMessages && (budget > 0 || len(out) == 0) {
-		l := in.order[0]
-		in.order[0] = nil
-		in.order = in.order[1:]
+	for in.orderHead < len(in.order) && len(out) < stepMessages && (budget > 0 || len(out) == 0) {
+		l := in.order[in.orderHead]
+		in.order[in.orderHead] = nil
+		in.orderHead++
 		if l.gone || l.len() == 0 { // forgotten
 			continue
 		}
@@ -153,6 +164,13 @@ func (in *inbox) take(budget int) []core.Message {
 			in.order = append(in.order, l) // to the back: one each in turn
 		}
 	}
+	if in.orderHead == len(in.order) {
+		in.order, in.orderHead = in.order[:0], 0
+	} else if in.orderHead > len(in.order)/2 {
+		n := copy(in.order, in.order[in.orderHead:])
+		clear(in.order[n:])
+		in.order, in.orderHead = in.order[:n], 0
+	}
 	for in.head < len(in.shared) && len(out) < stepMessages && (budget > 0 || len(out) == 0) {
 		m := in.shared[in.head]
 		in.shared[in.head] = core.Message{} // not kept alive by the array
@@ -160,6 +178,7 @@ func (in *inbox) take(budget int) []core.Message {
 		budget -= cost(m)
 		out = append(out, m)
 	}
+	in.taken = out
 	// Move the rest to the front once half the array is taken, not at
 	// every step: with 65,536 waiting, a copy per 256-message step cost
 	// more than the step.

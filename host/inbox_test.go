@@ -268,20 +268,20 @@ func TestSteadyTrafficAllocatesPerEnvelope(t *testing.T) {
 	entries := make([]envEntry, n)
 	for i := range entries {
 		g := fmt.Sprintf("g%03d", i)
-		c.join(g, "a", []string{"a", "b", "c"})
 		in.setMembers(core.Topic(g), []string{"a", "b", "c"})
+		c.join(g, "a", []string{"a", "b", "c"}).lanes = in.lanes(core.Topic(g))
 		entries[i] = envEntry{Group: g, Payload: []byte(`{"type":"heartbeat","group":"` + g + `","from":"b","leader":"b","term":3,"seq":1}`)}
 	}
 	env := appendEnvelope(nil, "b", entries)
 	topic := PeersTopic([]string{"a", "b", "c"})
-	var scratch []core.Message
+	var scratch []inMsg
 	round := func() {
 		msgs, from, refused, err := c.receive(1, topic, env, scratch[:0])
 		if err != nil || refused != 0 || len(msgs) != n {
 			t.Fatalf("receive: %d messages, %d refused, %v", len(msgs), refused, err)
 		}
 		for _, m := range msgs {
-			if queued, member := in.addFrom(m, from, 1000); !queued || !member {
+			if queued, member := in.addIn(m, from, 1000); !queued || !member {
 				t.Fatal("not queued in its member's lane")
 			}
 		}
