@@ -378,7 +378,8 @@ func TestCanonicalCoversWireFields(t *testing.T) {
 		// Stripping a signed "hold":0 only makes its receiver wait the
 		// longest hold; signing the presence would make older receivers
 		// refuse every resign (they sign no such bit).
-		"holdSet": "whether Hold was present",
+		"holdSet":   "whether Hold was present",
+		"groupHint": "set by the receiver, not from the wire",
 	}
 	typ := reflect.TypeFor[wireMsg]()
 	for i := range typ.NumField() {

@@ -337,6 +337,7 @@ func (e *Engine) receive(m *Message) {
 		e.reject("", "no group joined for topic "+strconv.Quote(truncate(m.Topic)))
 		return
 	}
+	e.msg.groupHint = g.cfg.Group
 	if err := decodeWire(m.Payload, &e.msg); err != nil {
 		g.rejected++
 		e.reject(g.cfg.Group, err.Error())

@@ -68,6 +68,10 @@ type wireMsg struct {
 
 	prio    uint32 // Priority points here when parseWire sets it
 	holdSet bool   // the message carries a hold (a missing one is the longest: heldFor)
+	// groupHint: set by the caller before parseWire, the name of the group
+	// whose topic the payload came on, reused (not allocated) for an equal
+	// "group" (zeroed with the rest).
+	groupHint string
 }
 
 // flexStamp stands for the seed's heartbeat "timestamp", which it writes as a
@@ -375,8 +379,10 @@ func (e *encoder) wall(typ string, wallMs int64) {
 		e.b = append(e.b, `,"elected_at":"`...)
 		e.b = appendUTC(e.b, wallMs)
 		e.b = append(e.b, '"')
-	case typeHeartbeat:
-		e.str("timestamp", strconv.FormatInt(wallMs/1000, 10))
+	case typeHeartbeat: // e.str("timestamp", …), without formatting a string first
+		e.b = append(e.b, `,"timestamp":"`...)
+		e.b = appendUint(e.b, uint64(wallMs/1000))
+		e.b = append(e.b, '"')
 	}
 }
 

@@ -34,10 +34,11 @@ const maxWireDepth = 8
 // and by FuzzParseWire against the reference kept in wirejson_test.go).
 //
 // m is zeroed first; the strings it held (the last message's type and names,
-// when the caller reuses m) are reused for equal values, which saves most
-// allocations of the steady state (heartbeats from the same leader).
+// when the caller reuses m) and m.groupHint are reused for equal values,
+// which saves most allocations of the steady state (heartbeats from the same
+// leader, each message naming the group whose topic it came on).
 func parseWire(p []byte, m *wireMsg) error {
-	d := jsonScanner{p: p, reuse: [...]string{m.Type, m.Group, m.From, m.Candidate, m.Leader, m.To}}
+	d := jsonScanner{p: p, reuse: [...]string{m.Type, m.Group, m.From, m.Candidate, m.Leader, m.To, m.groupHint}}
 	*m = wireMsg{}
 	d.ws()
 	if !d.eat('{') {
@@ -84,7 +85,7 @@ type jsonScanner struct {
 	i     int
 	err   string
 	depth int
-	reuse [6]string
+	reuse [7]string
 }
 
 func (d *jsonScanner) fail(what string) error {
