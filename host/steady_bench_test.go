@@ -72,8 +72,9 @@ func (b *syncBus) deliver() int {
 	return len(q)
 }
 
-// steadySwarm is three native agents, each a member of every one of n
-// groups, over a syncBus, with their loops stopped: tick drives them.
+// steadySwarm is three agents (native, or on the module with wasm), each a
+// member of every one of n groups, over a syncBus, with their loops
+// stopped: tick drives them.
 type steadySwarm struct {
 	clock  *stepClock
 	bus    *syncBus
@@ -81,13 +82,20 @@ type steadySwarm struct {
 	els    [][]*Election
 }
 
-func newSteadySwarm(tb testing.TB, n int) *steadySwarm {
+func newSteadySwarm(tb testing.TB, n int, wasm bool) *steadySwarm {
 	ctx := context.Background()
 	s := &steadySwarm{clock: &stepClock{}, bus: &syncBus{}}
 	s.clock.ms.Store(1)
 	ids := []string{"a", "b", "c"}
 	for _, id := range ids {
-		ag, err := NewNativeAgent(ctx, AgentConfig{Transport: syncNode{s.bus}, Logger: discardLogger(), Clock: s.clock})
+		cfg := AgentConfig{Transport: syncNode{s.bus}, Logger: discardLogger(), Clock: s.clock}
+		var ag *Agent
+		var err error
+		if wasm {
+			ag, err = testRuntime(tb).NewAgent(ctx, cfg)
+		} else {
+			ag, err = NewNativeAgent(ctx, cfg)
+		}
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -152,8 +160,8 @@ func (s *steadySwarm) settled() bool {
 	return true
 }
 
-// BenchmarkSwarmSteady is the CPU of a settled swarm: three native agents
-// in every one of n groups (default timings, balanced priorities) over a
+// BenchmarkSwarmSteady is the CPU of a settled swarm: three agents (native;
+// wasm-n: on the module) in every one of n groups (default timings, balanced priorities) over a
 // bus without cost, stepped every 20 ms as an agent's aligned wake-ups do.
 // One op is one heartbeat interval (500 ms) of all three agents: every
 // leader's heartbeats, every follower's acks, in envelopes, through the
@@ -162,9 +170,13 @@ func (s *steadySwarm) settled() bool {
 // the bus client, the broker or the scheduler's hand-offs of a real
 // process.
 func BenchmarkSwarmSteady(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			s := newSteadySwarm(b, n)
+	for _, run := range []struct {
+		name string
+		n    int
+		wasm bool
+	}{{"1000", 1000, false}, {"10000", 10000, false}, {"wasm-1000", 1000, true}} {
+		b.Run(run.name, func(b *testing.B) {
+			s := newSteadySwarm(b, run.n, run.wasm)
 			// Settle: elections, then priority hand-offs (about two
 			// election timeouts of steady contact), then quiet.
 			for t := 0; !s.settled(); t++ {
