@@ -199,7 +199,12 @@ type request struct {
 // Swapping it for wasmrt.Runtime.NewAgent is the only change between the
 // two; a program that only uses this one links no WebAssembly runtime.
 func NewNativeAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
-	return NewAgentOn(cfg, &nativeCore{e: core.NewEngine()})
+	e := core.NewEngine()
+	// The agent copies every payload out of a step's Output before the
+	// next step (coalescer.plan), so the core may write each step's
+	// payloads over the last one's instead of allocating them.
+	e.ReusePayloads()
+	return NewAgentOn(cfg, &nativeCore{e: e})
 }
 
 // NewAgentOn starts an agent with no groups stepping eng, which it closes

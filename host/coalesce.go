@@ -358,7 +358,8 @@ func (c *coalescer) capable(sw *peerSet, members []string, now int64) bool {
 // each topic this agent spoke on no more than helloMs ago. A group's
 // payloads go in an envelope only if all of its payloads of the step can,
 // so none is reordered against another of its group. What it returns is
-// valid until the next plan.
+// valid until the next plan, and holds no byte of pubs: the payloads are
+// copied (into envelopes, or one by one).
 func (c *coalescer) plan(now int64, pubs []core.Message) (out []core.Message, coalesced int) {
 	c.plans++
 	var bare map[string]bool // groups with a payload that must stay on the group's topic
@@ -381,7 +382,10 @@ func (c *coalescer) plan(now int64, pubs []core.Message) (out []core.Message, co
 	for i, m := range pubs {
 		g := gs[i]
 		if g == nil || bare[m.Topic] || !c.coalescing(g, now) {
-			out = append(out, m)
+			// A copy: the core writes its next step's payloads over this
+			// one's (Engine.ReusePayloads), and the publisher may not have
+			// sent it by then. An envelope is a copy already.
+			out = append(out, core.Message{Topic: m.Topic, Payload: bytes.Clone(m.Payload)})
 			continue
 		}
 		sw := g.sw
