@@ -102,6 +102,7 @@ func hdRun(fill func() error) int64 {
 		if out.WakeAt > 0 {
 			delay = max(0, out.WakeAt-in.Now)
 		}
+		letCollectorRun()
 		return nil
 	})
 	if err != nil {

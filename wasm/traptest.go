@@ -2,6 +2,8 @@
 
 package main
 
+import "runtime"
+
 // A test-only export (built with -tags electcore_traptest, never in
 // electcore.wasm): ec_test_trap faults outside any recover, so the module
 // traps for real (the Go runtime aborts the instance), which host tests use
@@ -17,4 +19,30 @@ func ecTestTrap(kind int32) int32 {
 		return ecTestTrap(2) + 1
 	}
 	return 0
+}
+
+// ec_test_heap reports the module's Go heap (runtime.MemStats): what 0 =
+// HeapAlloc, 1 = HeapInuse, 2 = HeapSys, 3 = Sys, 4 = NumGC; with gc != 0
+// after a collection (HeapAlloc is then the live data).
+//
+//go:wasmexport ec_test_heap
+func ecTestHeap(what, gc int32) int64 {
+	if gc != 0 {
+		runtime.GC()
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	switch what {
+	case 0:
+		return int64(ms.HeapAlloc)
+	case 1:
+		return int64(ms.HeapInuse)
+	case 2:
+		return int64(ms.HeapSys)
+	case 3:
+		return int64(ms.Sys)
+	case 4:
+		return int64(ms.NumGC)
+	}
+	return -1
 }
