@@ -64,8 +64,10 @@ type Callbacks struct {
 	// leading term. ctx is cancelled when leadership is lost: stepped down,
 	// left, agent closed, or — in quorum mode — at the lease's end unless a
 	// quorum extended it. In quorum mode it is called only once a lease is
-	// held. Tag every action with term (the fencing token). Return soon
-	// after ctx is cancelled: Agent.Close waits for it.
+	// held, and again for the same term when a lease ended but the leader
+	// kept its term and a quorum gave it a new one (after OnStoppedLeading
+	// with "lease expired"). Tag every action with term (the fencing
+	// token). Return soon after ctx is cancelled: Agent.Close waits for it.
 	OnStartedLeading func(ctx context.Context, term uint64)
 	// OnStoppedLeading is called once after each OnStartedLeading, when its
 	// ctx is cancelled, with the reason.
@@ -1285,6 +1287,12 @@ func (e *Election) becameLeader(term uint64, lease int64) {
 func (e *Election) lease(term uint64, until int64) {
 	if !e.isLeader || term != e.term {
 		return
+	}
+	if e.leading && e.leaseUntil <= e.a.clock.NowMs() {
+		// The lease this renews already ended (the loop had not come to
+		// it yet): a new lease in the same term is a new leadership for
+		// the application, never a silent continuation across the gap.
+		e.stopLeading("lease expired")
 	}
 	e.leaseUntil = until
 	e.a.leases.track(e, until)

@@ -128,6 +128,25 @@ func (s *scriptedCore) inject(a *Agent, evs ...core.Event) {
 	a.wake()
 }
 
+// joinScripted joins ag to group g as a, with timers an hour away (the core
+// itself says nothing while the test speaks for it through a scriptedCore),
+// and returns the record of its callbacks and the markers OnNewLeader
+// sends: callbacks run in order, so when the marker after an Output's
+// events is seen, a leadership those events started and stopped has been
+// reported stopped.
+func joinScripted(t *testing.T, ag *Agent) (*recorder, chan string) {
+	t.Helper()
+	rec := &recorder{id: "a", leading: map[uint64]bool{}}
+	cb := rec.callbacks()
+	marks := make(chan string, 4)
+	cb.OnNewLeader = func(leader string, term uint64) { marks <- fmt.Sprintf("%s@%d", leader, term) }
+	cfg := core.Config{ID: "a", Group: "g", Members: []string{"a", "b", "c"}, HeartbeatMs: 600_000, ElectionTimeoutMs: 1_800_000}
+	if _, err := ag.Join(context.Background(), cfg, cb); err != nil {
+		t.Fatal(err)
+	}
+	return rec, marks
+}
+
 // TestRevokedLeadershipNeverStarts: a became-leader followed by a
 // stepped-down in the same Output starts no OnStartedLeading; a
 // became-leader alone does.
@@ -138,19 +157,7 @@ func TestRevokedLeadershipNeverStarts(t *testing.T) {
 	sc := &scriptedCore{nativeCore: nativeCore{e: core.NewEngine()}}
 	ag := startAgent(AgentConfig{Transport: bus.Transport("a"), Logger: discardLogger()}, sc)
 	defer ag.Close(ctx)
-	rec := &recorder{id: "a", leading: map[uint64]bool{}}
-	cb := rec.callbacks()
-	// OnNewLeader marks how far the agent got: callbacks run in order, so
-	// when the marker after an Output's events is seen, a leadership those
-	// events started and stopped has been reported stopped.
-	marks := make(chan string, 4)
-	cb.OnNewLeader = func(leader string, term uint64) { marks <- fmt.Sprintf("%s@%d", leader, term) }
-	// Timers an hour away: the core itself says nothing while the test
-	// speaks for it.
-	cfg := core.Config{ID: "a", Group: "g", Members: []string{"a", "b", "c"}, HeartbeatMs: 600_000, ElectionTimeoutMs: 1_800_000}
-	if _, err := ag.Join(ctx, cfg, cb); err != nil {
-		t.Fatal(err)
-	}
+	rec, marks := joinScripted(t, ag)
 	far := ag.clock.NowMs() + 3_600_000
 	sc.inject(ag,
 		core.Event{Kind: core.EventBecameLeader, Group: "g", Term: 5, Leader: "a", LeaseUntil: far},
@@ -203,4 +210,85 @@ func (c *topicCounter) published(topic string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n[topic]
+}
+
+// steppedClock is a Clock the test moves: from the scripted core's Step, so
+// that a step's events see the time it sets.
+type steppedClock struct{ ms atomic.Int64 }
+
+func (c *steppedClock) NowMs() int64 { return c.ms.Load() }
+
+// clockedCore is a scriptedCore that also sets the clock (at, if set) in
+// the step that applies the injected events, before they are applied.
+type clockedCore struct {
+	scriptedCore
+	clock *steppedClock
+	at    atomic.Int64 // 0: leave the clock alone
+}
+
+func (c *clockedCore) Step(in *core.Input, out *core.Output) error {
+	c.mu.Lock()
+	if len(c.next) > 0 { // the step that applies the injected events
+		if ms := c.at.Swap(0); ms != 0 {
+			c.clock.ms.Store(ms)
+		}
+	}
+	c.mu.Unlock()
+	return c.scriptedCore.Step(in, out)
+}
+
+// TestLeaseRegainedAfterItsEndRestartsLeading: a lease of the same term
+// that arrives after the previous one ended, in a step before the loop
+// noticed that end, stops the application's leadership and starts it
+// again; it must not carry the leadership silently across the gap, in
+// which the leader held no lease.
+func TestLeaseRegainedAfterItsEndRestartsLeading(t *testing.T) {
+	ctx := context.Background()
+	bus := mem.NewBus(mem.Options{})
+	defer bus.Close()
+	clock := &steppedClock{}
+	clock.ms.Store(1_000)
+	cc := &clockedCore{scriptedCore: scriptedCore{nativeCore: nativeCore{e: core.NewEngine()}}, clock: clock}
+	ag := startAgent(AgentConfig{Transport: bus.Transport("a"), Logger: discardLogger(), Clock: clock}, cc)
+	defer ag.Close(ctx)
+	rec, marks := joinScripted(t, ag)
+	mark := func(want string) {
+		t.Helper()
+		select {
+		case m := <-marks:
+			if m != want {
+				t.Fatalf("marker %q, want %q", m, want)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("the injected events were not applied (marker %s)", want)
+		}
+	}
+	cc.inject(ag,
+		core.Event{Kind: core.EventBecameLeader, Group: "g", Term: 5, Leader: "a", LeaseUntil: 2_000},
+		core.Event{Kind: core.EventLeaderChanged, Group: "g", Term: 5, Leader: "a"})
+	mark("a@5")
+	// The next step comes after the lease's end and brings a new lease of
+	// term 5 (acks of a later heartbeat), with the end not yet handled.
+	cc.at.Store(3_000)
+	cc.inject(ag,
+		core.Event{Kind: core.EventLease, Group: "g", Term: 5, Leader: "a", LeaseUntil: 4_000},
+		core.Event{Kind: core.EventLeaderChanged, Group: "g", Term: 5, Leader: "marker"})
+	mark("marker@5")
+	rec.mu.Lock()
+	stopped := strings.Join(rec.stopped, ",")
+	rec.mu.Unlock()
+	if stopped != "5:lease expired" {
+		t.Fatalf("stopped %q, want the first lease of term 5 ended (5:lease expired)", stopped)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		rec.mu.Lock()
+		started := fmt.Sprint(rec.started)
+		rec.mu.Unlock()
+		if started == "[5 5]" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("started %s, want term 5 started again on its new lease", started)
+		}
+	}
 }
