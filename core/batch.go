@@ -182,15 +182,20 @@ const (
 	// none is known). Term is the leader's term.
 	EventLeaderChanged EventKind = iota + 1
 	// EventBecameLeader: this agent won the election for Term. LeaseUntil is
-	// set when the votes already grant a lease that is still running (0:
-	// act only after an EventLease). It comes before the leader-changed
+	// set when the votes already grant a lease, one that more remains of
+	// than the vote round took (0: act only after an EventLease). It comes before the leader-changed
 	// that names this agent, and a later event of the same Output may
 	// revoke it (stepped-down): a host starts leader-only work only for a
 	// leadership still held at the end of the Output.
 	EventBecameLeader
 	// EventLease: a quorum leader's lease now runs until LeaseUntil (monotonic
 	// ms). The leader must stop acting for Term at LeaseUntil unless a later
-	// EventLease extends it.
+	// EventLease extends it. Nothing is reported when a lease ends: a leader
+	// may keep its term without one (its votes' lease ran out before its
+	// first heartbeat's acks came back), and an EventLease that comes after
+	// the last LeaseUntil passed is a new lease of the same term, from a
+	// heartbeat sent after the leadership began: the host may act for Term
+	// again from it, having stopped at the old LeaseUntil.
 	EventLease
 	// EventSteppedDown: this agent stopped leading Term; Reason says why.
 	EventSteppedDown

@@ -25,7 +25,7 @@ type testNet struct {
 	// voted[id][term] is the vote id published in term, to catch double votes.
 	voted map[string]map[uint64]string
 	out   strings.Builder // what the steps printed since the last take()
-	quiet bool            // print events only, not publishes or lease renewals
+	quiet bool            // print events only, not publishes or lease renewals (but a lease regained)
 	// cfgHook, if set, adjusts every node's config (auth_test.go); sent, if
 	// set, sees every publish.
 	cfgHook func(*Config)
@@ -103,8 +103,13 @@ func (n *testNet) step(id string, in *Input) {
 		n.store[id] = p
 	}
 	for _, ev := range out.Events {
+		// A lease after the one this leadership held had ended: the
+		// leader kept its term without a lease and regained one.
+		prev, held := n.leaseUntil[id]
+		regained := ev.Kind == EventLease && prev > 0 && prev <= n.now
+		first := ev.Kind == EventLease && !held // a leader elected without one
 		n.trackLease(id, ev)
-		if n.quiet && ev.Kind == EventLease {
+		if n.quiet && ev.Kind == EventLease && !regained && !first {
 			continue // one per heartbeat: too many to read
 		}
 		fmt.Fprintf(&n.out, "%s: %s", id, ev.Kind)
@@ -125,6 +130,9 @@ func (n *testNet) step(id string, in *Input) {
 		}
 		if ev.Reason != "" {
 			fmt.Fprintf(&n.out, " (%s)", ev.Reason)
+		}
+		if regained {
+			fmt.Fprintf(&n.out, " @%d regained: the lease before ended at %d", n.now, prev)
 		}
 		n.out.WriteByte('\n')
 	}

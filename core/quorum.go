@@ -136,16 +136,26 @@ func (g *group) encodeConfVersion(e *Engine) {
 //
 // The votes grant a lease from campaignAt only if every one of them answered
 // our request (it was cast after the request left, and its voter grants
-// nothing else for an election timeout) and that lease is still running. A
-// vote pushed by a resign was cast before we asked: counting it towards a
-// lease from campaignAt overlapped another leader's lease.
-// Otherwise the lease starts with the first heartbeat a majority acks.
+// nothing else for an election timeout) and more of that lease remains than
+// the vote round took. A vote pushed by a resign was cast before we asked:
+// counting it towards a lease from campaignAt overlapped another leader's
+// lease. After a vote round longer than what remains, the first heartbeat's
+// acks, a round trip away like the votes', would likely come after that
+// lease ended: taking it would only start the application to stop it
+// again. Otherwise the lease starts with the first heartbeat a majority
+// acks.
+//
+// CheckQuorum counts from when a lease from a heartbeat may begin, never
+// from the campaign: stepping down when the votes' lease ran out made every
+// leader of a network whose round trip exceeds half the lease step down
+// before its first acks could come back, and elect again, for ever. A leader
+// whose votes' lease ends first keeps its term without a lease, acting on
+// nothing, until a majority's acks give it one from that heartbeat's send.
 func (g *group) becomeLeader(e *Engine) {
 	g.role, g.ledTerm = RoleLeader, g.term
-	// Without a lease yet, CheckQuorum counts from when one may begin.
 	g.lease, g.stepDownAt = 0, max(e.now, g.leaseNotBefore)+g.cfg.LeaseMs
-	if l := g.campaignAt + g.cfg.LeaseMs; !g.handoff && l > e.now {
-		g.lease, g.stepDownAt = l, l
+	if l := g.campaignAt + g.cfg.LeaseMs; !g.handoff && l-e.now > e.now-g.campaignAt {
+		g.lease = l
 	}
 	for i := range g.members {
 		g.members[i].ackSeq = 0

@@ -407,3 +407,19 @@ const (
 // DrainCISeeds is the CI's budget of the drain suite (Options.Drain), which
 // checks one rule on top of the fault mix the other suites run.
 const DrainCISeeds = 2_000
+
+// SlowCISeeds is the CI's budget of the slow-network suite (SlowNetwork).
+const SlowCISeeds = 1_000
+
+// SlowNetwork is the slow-network suite: the default timings (heartbeat
+// 500 ms, election timeout 2 s, a 1959 ms lease) on a network whose round
+// trip, 1.1–1.5 s, is more than half the lease but less than the lease
+// less a heartbeat interval, with a few partitions, crashes and commands.
+// A leader elected there has a round trip of its votes' lease left at most,
+// and its first heartbeat's acks take another: a leader that stepped down
+// when the votes' lease ran out never kept a term.
+func SlowNetwork() Options {
+	return Options{Mode: core.ModeQuorum, LatencyMs: 650, JitterMs: 100,
+		Config: core.Config{HeartbeatMs: 500, ElectionTimeoutMs: 2000},
+		Faults: &FaultMix{Partitions: 2, Crashes: 2, Commands: 2}}
+}
