@@ -48,7 +48,7 @@ func runAgent(args []string) error {
 	balanced := fs.Bool("balanced", false, "join with core.Config.BalancedPriority (the multi-group default priority)")
 	verbose := fs.Bool("v", false, "every 5 s, write the agent's counters and its groups' roles to stderr, and its warnings and errors as they come")
 	callTimeout := fs.Duration("call-timeout", 0, "wasm: the deadline of one call into the module (0: the library's, 1 s)")
-	memoryPages := fs.Uint("memory-pages", 0, "wasm: the bound of the module's linear memory in 64 KiB pages (0: the library's)")
+	memoryPages := fs.Uint("memory-pages", 0, "wasm: the least bound of the module's linear memory in 64 KiB pages; with more groups it is 16 MiB + 16 KiB a group (0: the library's, 1024)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the steady window (between quiet and probe) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err

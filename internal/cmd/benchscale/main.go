@@ -104,7 +104,7 @@ func run(args []string) error {
 	fs.BoolVar(&o.disk, "disk", false, "persist the agents' state in files (statestore) instead of memory")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON")
 	fs.DurationVar(&o.callTimeout, "call-timeout", 0, "wasm agents: the deadline of one call into the module (0: the library's, 1 s)")
-	fs.UintVar(&o.memoryPages, "memory-pages", 0, "wasm agents: the bound of the module's linear memory in 64 KiB pages (0: the library's)")
+	fs.UintVar(&o.memoryPages, "memory-pages", 0, "wasm agents: the least bound of the module's linear memory in 64 KiB pages; with more groups it is 16 MiB + 16 KiB a group (0: the library's, 1024)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "directory: each agent writes a CPU profile of the steady window to <dir>/<groups>-<core>-<id>.pprof")
 	var prio string
 	fs.StringVar(&prio, "priority", "balanced", "default priority of the agents: balanced (core.Config.BalancedPriority, the multi-group default) or cksum (the single-group default: one agent leads every group)")
