@@ -187,6 +187,7 @@ func (e *Engine) mustPersist(ps []core.GroupState) []core.GroupState {
 	for _, p := range ps {
 		s := e.specs[p.Group]
 		if s == nil {
+			keep = append(keep, p) // not ours to judge
 			continue
 		}
 		if a := s.Config.Auth; a != core.AuthOff && a != "" || !sameButEpoch(p, s.State) {
