@@ -139,3 +139,36 @@ func TestMemoryPerGroup(t *testing.T) {
 	}
 	runtime.KeepAlive(e)
 }
+
+// BenchmarkManyGroupsFollowing is BenchmarkManyGroups with time moving:
+// each of 10,000 groups hears its leader's heartbeat every 500 ms (one
+// heartbeat per op, a millisecond every 20 ops), so every heartbeat pushes
+// the group's election timer later, as in a settled swarm.
+func BenchmarkManyGroupsFollowing(b *testing.B) {
+	const count = 10_000
+	e, names := manyGroups(b, count)
+	payloads := make([]Message, count)
+	for i, name := range names {
+		payloads[i] = Message{Topic: Topic(name), Payload: []byte(`{"type":"heartbeat","group":"` + name +
+			`","from":"b","leader":"b","priority":7,"term":1,"seq":2}`)}
+	}
+	in := Input{Now: 2, Inbound: make([]Message, 1)}
+	var out Output
+	for i := range count { // every group follows b from here on
+		in.Inbound[0] = payloads[i]
+		out.Reset()
+		e.Step(&in, &out)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i%20 == 0 {
+			in.Now++
+		}
+		in.Inbound[0] = payloads[i%count]
+		out.Reset()
+		e.Step(&in, &out)
+	}
+	if st, _ := e.Status(names[0]); st.Leader != "b" {
+		b.Fatalf("group-00000 follows %q", st.Leader)
+	}
+}
