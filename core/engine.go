@@ -75,17 +75,14 @@ func (e *Engine) Step(in *Input, out *Output) {
 		e.command(&in.Commands[i])
 	}
 	var held []*group
-	for ticks := 0; ticks < maxTicksPerStep; {
-		g := e.top()
-		if g == nil || g.wake > e.now {
-			break
-		}
+	for ticks := 0; len(e.timers) > 0 && e.timers[0].wake <= e.now && ticks < maxTicksPerStep; {
+		g := e.timers[0]
 		if in.Backlog && g.campaignDue(e.now) && e.now < g.electionDeadline+g.cfg.HeartbeatMs {
 			// A campaign behind received messages waits for them: out of
 			// the heap's way until the loop ends, then due again.
 			held = append(held, g)
 			g.wake = e.now + 1
-			e.refile(g)
+			heap.Fix(&e.timers, g.heapIdx)
 			continue
 		}
 		if !e.admitted(g) {
@@ -97,7 +94,7 @@ func (e *Engine) Step(in *Input, out *Output) {
 	}
 	for _, g := range held {
 		g.wake = g.nextWake()
-		e.refile(g)
+		heap.Fix(&e.timers, g.heapIdx)
 	}
 	e.admit(in.Backlog)
 	for _, g := range e.dirty {
@@ -106,8 +103,8 @@ func (e *Engine) Step(in *Input, out *Output) {
 	}
 	e.dirty = e.dirty[:0]
 	out.WakeAt = 0
-	if g := e.top(); g != nil && g.wake != waitingWake {
-		out.WakeAt = g.wake
+	if len(e.timers) > 0 && e.timers[0].wake != waitingWake {
+		out.WakeAt = e.timers[0].wake
 	}
 	if len(e.waiting) > 0 {
 		// A waiting campaign runs when a round ends: at the latest when
@@ -154,7 +151,7 @@ func (e *Engine) admitted(g *group) bool {
 		e.waiting = append(e.waiting, g)
 	}
 	g.wake = waitingWake
-	e.refile(g)
+	heap.Fix(&e.timers, g.heapIdx)
 	return false
 }
 
@@ -242,12 +239,10 @@ func (e *Engine) expireLeases() {
 	clear(e.due)
 }
 
-// dueTimers appends the groups filed as due by now in the subheap at i:
-// those are the heap's top, so only they are visited. Their keys are at or
-// before their wakes, so every group due is among them (with some whose
-// later wake is not yet filed: callers check what is due).
+// dueTimers appends the groups due by now in the subheap at i: those are
+// the heap's top, so only they are visited.
 func (e *Engine) dueTimers(due []*group, i int) []*group {
-	if i >= len(e.timers) || e.timers[i].key > e.now {
+	if i >= len(e.timers) || e.timers[i].wake > e.now {
 		return due
 	}
 	due = append(due, e.timers[i])
@@ -331,7 +326,6 @@ func (e *Engine) join(spec *GroupSpec) {
 	e.dirty = append(e.dirty, g) // the new epoch, persisted before any publish
 	e.groups[topic] = g
 	g.wake = g.nextWake()
-	g.key = g.wake
 	heap.Push(&e.timers, g)
 	e.event(Event{Kind: EventJoined, Group: cfg.Group, Term: g.term})
 	g.termSpent(e)
@@ -456,39 +450,8 @@ func (e *Engine) touch(g *group) {
 	}
 	if w := g.nextWake(); w != g.wake && !(g.waiting && g.campaignDue(e.now)) {
 		g.wake = w
-		// An earlier wake is filed at once. A later one (a follower's
-		// election timer, pushed back by every heartbeat) waits until the
-		// group's old place reaches the heap's top (top): re-filing it at
-		// every heartbeat cost a walk down the heap of ten thousand groups
-		// per message received, for a place it had to leave again before
-		// it came due.
-		if w < g.key {
-			e.refile(g)
-		}
+		heap.Fix(&e.timers, g.heapIdx)
 	}
-}
-
-// refile files g in the timer heap at its wake.
-func (e *Engine) refile(g *group) {
-	g.key = g.wake
-	heap.Fix(&e.timers, g.heapIdx)
-}
-
-// top is the group whose wake comes first (nil: no group). The heap orders
-// groups by key, which is at or before each wake: while the first one's
-// wake is later than its key, it is re-filed at its wake, and the next
-// first is looked at. The first whose key is its wake comes first by wake
-// too, and groups due at the same instant are taken in topic order, as
-// they were when every change of a wake re-filed its group.
-func (e *Engine) top() *group {
-	for len(e.timers) > 0 {
-		g := e.timers[0]
-		if g.key == g.wake {
-			return g
-		}
-		e.refile(g)
-	}
-	return nil
 }
 
 func (e *Engine) reject(group, reason string) {
@@ -509,15 +472,14 @@ func (e *Engine) publish(g *group, payload []byte) {
 	e.out.Publishes = append(e.out.Publishes, Message{Topic: g.topic, Payload: payload})
 }
 
-// timerHeap orders groups by their key (their next wake-up, or earlier:
-// Engine.top), then by topic, so that groups due at the same instant tick
-// in the same order on every host.
+// timerHeap orders groups by their next wake-up, then by topic, so that
+// groups due at the same instant tick in the same order on every host.
 type timerHeap []*group
 
 func (h timerHeap) Len() int { return len(h) }
 func (h timerHeap) Less(i, j int) bool {
-	if h[i].key != h[j].key {
-		return h[i].key < h[j].key
+	if h[i].wake != h[j].wake {
+		return h[i].wake < h[j].wake
 	}
 	return strings.Compare(h[i].topic, h[j].topic) < 0
 }

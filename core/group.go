@@ -64,10 +64,7 @@ type group struct {
 	dirty     bool  // term or vote changed in this batch
 	termSince int64 // when a message last moved the term (or the join): implausibleTerm
 	wake      int64
-	// key is g's place in the engine's timer heap: wake, or earlier while a
-	// later wake waits to be filed (Engine.touch, Engine.top).
-	key     int64
-	heapIdx int
+	heapIdx   int
 	// Campaign admission (Engine.admit): flying while a campaign round this
 	// engine admitted is under way, until flightEnd; waiting while its due
 	// campaign waits in Engine.waiting for a free slot.
