@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/internal/testwasm"
@@ -48,7 +49,10 @@ func stormInstance(t *testing.T, inst *Instance, groups, rounds int) {
 
 func boundedRuntime(t *testing.T, pages uint32) *Runtime {
 	t.Helper()
-	r, err := NewRuntime(context.Background(), Config{WasmPath: testWasm, CacheDir: testwasm.CacheDir(), Logger: testwasm.Logger(), MemoryLimitPages: pages})
+	// A storm round is one step of thousands of messages: on a loaded
+	// machine longer than the default call deadline, which is not what
+	// these tests are about.
+	r, err := NewRuntime(context.Background(), Config{WasmPath: testWasm, CacheDir: testwasm.CacheDir(), Logger: testwasm.Logger(), MemoryLimitPages: pages, CallTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
