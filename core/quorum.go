@@ -267,6 +267,11 @@ func (g *group) inLease(now int64) bool {
 // stepQuorum handles one decoded message; it returns a rejection reason or "".
 func (g *group) stepQuorum(e *Engine, m *wireMsg) string {
 	now := e.now
+	// Before heard: a refused message records no contact and no priority
+	// (FuzzStep: a forged term far ahead set a member's priority to 0).
+	if reason := g.implausibleTerm(m, now); reason != "" {
+		return reason
+	}
 	sender := g.heard(m.From, m.Priority, now)
 	if sender == nil {
 		if m.Type == typeAck && m.Leader == g.cfg.ID && g.role == RoleLeader &&
@@ -304,9 +309,6 @@ func (g *group) stepQuorum(e *Engine, m *wireMsg) string {
 		// with our version, which brings us the candidate's. A removed
 		// member holds an older version than the members that removed it,
 		// so they still refuse it (thesis §4.2.3).
-	}
-	if reason := g.implausibleTerm(m, e.now); reason != "" {
-		return reason
 	}
 	if m.Type == typeAck && g.role != RoleLeader && g.member(m.Leader) == nil && g.conf.ver.before(m.confVer()) {
 		// A member acks, with a newer configuration than ours, a leader our
