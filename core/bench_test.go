@@ -100,16 +100,22 @@ func manyGroups(tb testing.TB, count int) (*Engine, []string) {
 	return e, names
 }
 
+// heartbeatsFromB is a heartbeat of leader b, term 1, for each group named.
+func heartbeatsFromB(names []string) []Message {
+	payloads := make([]Message, len(names))
+	for i, name := range names {
+		payloads[i] = Message{Topic: Topic(name), Payload: []byte(`{"type":"heartbeat","group":"` + name +
+			`","from":"b","leader":"b","priority":7,"term":1,"seq":2}`)}
+	}
+	return payloads
+}
+
 // BenchmarkManyGroups steps a heartbeat into one of 10,000 groups hosted by
 // one engine: routing and timers must not cost per group.
 func BenchmarkManyGroups(b *testing.B) {
 	const count = 10_000
 	e, names := manyGroups(b, count)
-	payloads := make([]Message, count)
-	for i, name := range names {
-		payloads[i] = Message{Topic: Topic(name), Payload: []byte(`{"type":"heartbeat","group":"` + name +
-			`","from":"b","leader":"b","priority":7,"term":1,"seq":2}`)}
-	}
+	payloads := heartbeatsFromB(names)
 	in := Input{Now: 2, Inbound: make([]Message, 1)}
 	var out Output
 	b.ReportAllocs()
@@ -147,11 +153,7 @@ func TestMemoryPerGroup(t *testing.T) {
 func BenchmarkManyGroupsFollowing(b *testing.B) {
 	const count = 10_000
 	e, names := manyGroups(b, count)
-	payloads := make([]Message, count)
-	for i, name := range names {
-		payloads[i] = Message{Topic: Topic(name), Payload: []byte(`{"type":"heartbeat","group":"` + name +
-			`","from":"b","leader":"b","priority":7,"term":1,"seq":2}`)}
-	}
+	payloads := heartbeatsFromB(names)
 	in := Input{Now: 2, Inbound: make([]Message, 1)}
 	var out Output
 	for i := range count { // every group follows b from here on
