@@ -71,11 +71,17 @@ func TestE2EMembersGrowShrink(t *testing.T) {
 	leader, _, _ = c.waitAgreement("", 1, time.Minute)
 	c.change("add", "a5", leader)
 	c.sameConfiguration([]string{"a1", "a2", "a3", "a4", "a5"}, nil)
-	code, out, stderr := runCLI(t, 30*time.Second, nil, "members", "list", "--group", c.group, "--state-dir", c.stateDir("a5"), "--json")
-	var list membersReply
-	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list.Members) != 5 || !list.Voter || !list.Committed {
-		t.Fatalf("members list --json at a5: exit %d %+v\n%s\n%s", code, list, out, stderr)
-	}
+	// Waited for, not read once: a leader change since (the new leader
+	// re-stamps the configuration at its term) leaves it uncommitted at a5
+	// until a5 hears the commit.
+	waitFor(t, time.Minute, "members list --json at a5: 5 members, voter, committed", func() (bool, string) {
+		code, out, stderr := runCLI(t, 30*time.Second, nil, "members", "list", "--group", c.group, "--state-dir", c.stateDir("a5"), "--json")
+		var list membersReply
+		if code != 0 || json.Unmarshal([]byte(out), &list) != nil {
+			t.Fatalf("members list --json at a5: exit %d\n%s\n%s", code, out, stderr)
+		}
+		return len(list.Members) == 5 && list.Voter && list.Committed, out
+	})
 	if _, body, err := c.proc("a5").get("/metrics"); err != nil || !strings.Contains(body, `electcore_voter{group="e2e",id="a5"} 1`) ||
 		!strings.Contains(body, `electcore_config_members{group="e2e",id="a5"} 5`) {
 		t.Fatalf("/metrics of a5: %v\n%s", err, body)

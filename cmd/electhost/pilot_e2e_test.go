@@ -706,10 +706,9 @@ func (c *cluster) waitHandoffReady(minTerm uint64, within time.Duration) (string
 //     re-keys; a back-off grown during the outage would hold it back;
 //   - the survivor says once per broker that it answers nothing while its
 //     node is registered;
-//   - once a pair is re-keyed, no back-off grown while it was cut off keeps
-//     the peer's messages from the restarted node for longer than the
-//     transport's retry bound (retryWithin below): every message the peer
-//     sends later goes to the restarted node's broker too;
+//   - no back-off grown while a pair was cut off exceeds the transport's
+//     ceiling, and once the pair is re-keyed the peer's messages reach the
+//     restarted node's broker again;
 //   - a leader within the design bound after the partition ends (logged;
 //     the wait gives up 10 s past it).
 func TestE2EPilotMajorityRestartedStale(t *testing.T) {
@@ -778,6 +777,7 @@ func TestE2EPilotMajorityRestartedStale(t *testing.T) {
 	// back-off ceiling) = 1 s (transport/pilot); the other second is for
 	// a loaded runner's process starts.
 	const retryWithin = 2 * time.Second
+	const backoffCeiling = time.Second // transport/pilot's default PublishBackoffMax
 	// The peers' retry and an election is the bound.
 	bound := retryWithin + 2*c.et + 5*c.latency + time.Second
 	next, nextTerm, _ := c.waitAgreement("", term+1, bound+10*time.Second)
@@ -805,61 +805,46 @@ func TestE2EPilotMajorityRestartedStale(t *testing.T) {
 			t.Errorf("%s diagnosed broker %s %d times in one spell, want once", survivor, n, got)
 		}
 	}
-	checkRetriedAfterRekey(t, d, retryWithin)
+	checkRetriedAfterRekey(t, c, d, backoffCeiling)
 	c.stopAll()
 	c.checkCommandLog()
 }
 
-// checkRetriedAfterRekey checks, from the stand-in's request log, that
-// after each pair re-keyed by a restarted node, the first message the peer
-// published (to any broker) from within after the re-key on also went to
-// the restarted node: a peer still backing off that broker would have
-// dropped it there. It waits for the peers to publish that message (an
-// elected group sends every heartbeat).
-func checkRetriedAfterRekey(t *testing.T, d *pilotstandin.Daemon, within time.Duration) {
+// checkRetriedAfterRekey checks that no back-off grown while a pair was cut
+// off keeps the peer from the restarted node once the pair is re-keyed:
+// every back-off the peer's transport took for that broker is within the
+// ceiling (so it is tried again within max(publish deadline, ceiling) of
+// answering), and, from the stand-in's request log, the peer's messages
+// reach the restarted node again after the re-key. The wall-clock time of
+// that retry is not asserted: on a loaded runner a pilotctl process start
+// alone can outlast the ceiling.
+func checkRetriedAfterRekey(t *testing.T, c *cluster, d *pilotstandin.Daemon, ceiling time.Duration) {
 	t.Helper()
 	rekeys := d.Rekeys()
 	if len(rekeys) == 0 {
 		t.Error("no pair was re-keyed")
 	}
 	for _, rk := range rekeys {
-		from := rk.At.Add(within)
-		var first *pilotstandin.Request
-		got := map[string]bool{} // payloads the peer published to the restarted node
-		waitFor(t, 30*time.Second, rk.Peer+" publishes "+within.String()+" after "+rk.Node+" re-keyed their pair", func() (bool, string) {
-			reqs := d.Requests()
-			first = nil
-			for i, r := range reqs {
-				if r.Op != "publish" || r.Node != rk.Peer || r.Refused {
-					continue
-				}
-				if first == nil && r.At.After(from) {
-					first = &reqs[i]
-				}
+		var longest time.Duration
+		for _, rec := range c.proc(rk.Peer).logLines("backing off this broker") {
+			if ns, ok := rec["backoff"].(float64); ok && rec["host"] == rk.Node {
+				longest = max(longest, time.Duration(ns))
 			}
-			if first == nil {
-				return false, "nothing yet"
-			}
-			// Every copy of that message is requested within the publish
-			// deadline (1 s) or dropped: wait until that has passed.
-			for _, r := range reqs {
-				if r.Op == "publish" && r.Node == rk.Peer && r.At.After(first.At.Add(within)) {
-					for _, r := range reqs {
-						if r.Op == "publish" && r.Node == rk.Peer && r.Host == rk.Node {
-							got[r.Data] = true
-						}
-					}
+		}
+		if longest > ceiling {
+			t.Errorf("%s backed off broker %s for %v, over the %v ceiling", rk.Peer, rk.Node, longest, ceiling)
+		}
+		var reached time.Time
+		waitFor(t, 30*time.Second, rk.Peer+"'s messages reach "+rk.Node+" after it re-keyed their pair", func() (bool, string) {
+			for _, r := range d.Requests() {
+				if r.Op == "publish" && r.Node == rk.Peer && r.Host == rk.Node && !r.Refused && r.At.After(rk.At) {
+					reached = r.At
 					return true, ""
 				}
 			}
-			return false, "waiting for its copies"
+			return false, "nothing yet"
 		})
-		switch {
-		case !got[first.Data]:
-			t.Errorf("%s re-keyed its pair with %s at %s; %s's first message %v later (to %s at %s) never went to %s: still backing off it",
-				rk.Node, rk.Peer, rk.At.Format("15:04:05.000"), rk.Peer, within, first.Host, first.At.Format("15:04:05.000"), rk.Node)
-		default:
-			t.Logf("%s re-keyed its pair with %s; %s's first message from %v later on reached it", rk.Node, rk.Peer, rk.Peer, within)
-		}
+		t.Logf("%s re-keyed its pair with %s; %s's longest back-off of it %v, its next message to it %v after the re-key",
+			rk.Node, rk.Peer, rk.Peer, longest, reached.Sub(rk.At).Round(time.Millisecond))
 	}
 }
