@@ -145,7 +145,7 @@ func runDocLines(t *testing.T, lines []string) {
 			bgs = append(bgs, b)
 			// What is started next may need the broker: wait until it
 			// answers (the line that starts it is the first).
-			waitFor(t, 30*time.Second, "the broker at "+brokerAddr+" answers", func() (bool, string) {
+			waitFor(t, time.Minute, "the broker at "+brokerAddr+" answers", func() (bool, string) {
 				select {
 				case <-b.done:
 					t.Fatalf("%q exited at once:\n%s", trimmed, logs())

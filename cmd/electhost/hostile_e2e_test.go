@@ -287,7 +287,7 @@ func TestE2EFloodKeepsTheLeader(t *testing.T) {
 			t.Errorf("%s dropped %d messages of members", id, s.DroppedFromMembers)
 		}
 		if s.Dropped > 0 {
-			rec := c.waitLog(id, "received messages dropped", 30*time.Second)
+			rec := c.waitLog(id, "received messages dropped", time.Minute)
 			if fmt.Sprint(rec["dropped"]) == "0" {
 				t.Errorf("%s's drop line: %v", id, rec)
 			}

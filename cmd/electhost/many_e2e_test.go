@@ -110,7 +110,7 @@ func TestE2EManyGroups(t *testing.T) {
 	perAgent := map[string][]string{}
 	for _, g := range groups {
 		perAgent[leaders[g]] = append(perAgent[leaders[g]], g)
-		c.waitCommandIn(filepath.Join(c.shared, g), leaders[g], terms[g], 10*time.Second)
+		c.waitCommandIn(filepath.Join(c.shared, g), leaders[g], terms[g], time.Minute)
 	}
 	t.Logf("leaders: %v", perAgent)
 	if len(perAgent) != len(c.ids) {
@@ -156,7 +156,7 @@ func TestE2EManyGroups(t *testing.T) {
 		if afterTerms[g] <= terms[g] {
 			t.Fatalf("%s: led by %s at term %d after the kill, not above %d", g, after[g], afterTerms[g], terms[g])
 		}
-		c.waitCommandIn(filepath.Join(c.shared, g), after[g], afterTerms[g], 10*time.Second)
+		c.waitCommandIn(filepath.Join(c.shared, g), after[g], afterTerms[g], time.Minute)
 	}
 
 	for _, id := range live {
