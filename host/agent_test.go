@@ -11,6 +11,7 @@ import (
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/transport"
 	"github.com/electcore/electcore/transport/mem"
+	"github.com/electcore/electcore/transport/transporttest"
 )
 
 // recorder collects an agent's callbacks.
@@ -165,17 +166,14 @@ func TestAgentsElectFailoverResign(t *testing.T) {
 	// Callbacks run on each election's dispatcher goroutine, possibly a
 	// little after the core's status shows the leader.
 	for _, ta := range tas {
-		called := func() bool {
+		if ta == l1 {
+			continue
+		}
+		transporttest.WaitForWithin(t, time.Minute, ta.id+"'s OnNewLeader", func() bool {
 			ta.rec.mu.Lock()
 			defer ta.rec.mu.Unlock()
 			return len(ta.rec.leaders) > 0
-		}
-		for deadline := time.Now().Add(5 * time.Second); !called() && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if ta != l1 && !called() {
-			t.Errorf("%s: OnNewLeader never called", ta.id)
-		}
+		})
 	}
 
 	// Resign hands off to another member.
@@ -204,13 +202,7 @@ func TestAgentsElectFailoverResign(t *testing.T) {
 		t.Fatalf("term did not advance after the leader died: %d then %d", st2.Term, st3.Term)
 	}
 	// The cut-off old leader's lease runs out: its callback ctx is cancelled.
-	deadline := time.Now().Add(10 * time.Second)
-	for l2.rec.isLeading() && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if l2.rec.isLeading() {
-		t.Fatal("partitioned leader still believes it leads after its lease")
-	}
+	transporttest.WaitForWithin(t, time.Minute, "the partitioned leader's leadership to end with its lease", func() bool { return !l2.rec.isLeading() })
 	t.Logf("after kill: leader %s term %d; stats %+v", l3.id, l3.el.Status().Term, l3.ag.Stats())
 
 	// Close hands off too.

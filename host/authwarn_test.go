@@ -41,7 +41,7 @@ func TestWrongKeyWarnsOncePerElectionTimeout(t *testing.T) {
 	}
 	et := 100 * time.Millisecond
 	var first time.Time
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		f, ok := els["b"].AuthFailure()
 		if ok && first.IsZero() {
@@ -54,7 +54,7 @@ func TestWrongKeyWarnsOncePerElectionTimeout(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("b refused %d messages in 30 s", f.Count)
+			t.Fatalf("b refused only %d messages in a minute", f.Count)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

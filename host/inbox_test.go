@@ -15,6 +15,7 @@ import (
 	"github.com/electcore/electcore/internal/wasmhost"
 	"github.com/electcore/electcore/transport"
 	"github.com/electcore/electcore/transport/mem"
+	"github.com/electcore/electcore/transport/transporttest"
 )
 
 // gatedCore is the native core that, while closed, holds every Step until
@@ -111,19 +112,17 @@ func TestFloodKeepsMembersMessages(t *testing.T) {
 	close(gate)
 	// The next step takes the members' queues first, one of each in turn.
 	var first []core.Message
-	for deadline := time.Now().Add(10 * time.Second); first == nil; time.Sleep(5 * time.Millisecond) {
+	transporttest.WaitForWithin(t, time.Minute, "a step to receive the queued messages", func() bool {
 		gc.mu.Lock()
+		defer gc.mu.Unlock()
 		for _, s := range gc.steps {
 			if len(s) > 0 {
 				first = s
-				break
+				return true
 			}
 		}
-		gc.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatal("no step received the queued messages")
-		}
-	}
+		return false
+	})
 	var senders []string
 	for _, m := range first[:4] {
 		senders = append(senders, senderOf(m.Payload))
@@ -135,11 +134,9 @@ func TestFloodKeepsMembersMessages(t *testing.T) {
 		t.Fatalf("b's first message is not its oldest: %s", first[0].Payload)
 	}
 	// Logged once, with the counts.
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "received messages dropped"); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line about the drops:\n%s", logs.String())
-		}
-	}
+	transporttest.WaitForWithin(t, time.Minute, "a log line about the drops", func() bool {
+		return strings.Contains(logs.String(), "received messages dropped")
+	})
 	if n := strings.Count(logs.String(), "received messages dropped"); n != 1 || !strings.Contains(logs.String(), fmt.Sprintf(`"dropped":%d,"from_members":%d`, st.Dropped, st.DroppedFromMembers)) {
 		t.Fatalf("%d drop lines:\n%s", n, logs.String())
 	}
@@ -246,15 +243,16 @@ func TestTrapLostBatchCounted(t *testing.T) {
 	}
 	ag.mu.Unlock()
 	ag.wake()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		st := ag.Stats()
-		if st.Dropped == 4 && st.DroppedFromMembers == 1 && st.Rejected == 0 {
-			break
+	var st Stats
+	defer func() {
+		if t.Failed() {
+			t.Logf("dropped %d (from members %d), rejected %d", st.Dropped, st.DroppedFromMembers, st.Rejected)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after a trap lost a batch of 4 (1 of a member): dropped %d (from members %d), rejected %d", st.Dropped, st.DroppedFromMembers, st.Rejected)
-		}
-	}
+	}()
+	transporttest.WaitForWithin(t, time.Minute, "the 4 messages (1 of a member) of the batch lost to a trap counted dropped, none rejected", func() bool {
+		st = ag.Stats()
+		return st.Dropped == 4 && st.DroppedFromMembers == 1 && st.Rejected == 0
+	})
 }
 
 // Steady traffic (every member's lane emptied by each step and filled

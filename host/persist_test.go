@@ -84,18 +84,13 @@ func TestSaveFailureHoldsPublishes(t *testing.T) {
 		t.Fatalf("with saves failing: a published %d, %d seen, stats %+v", out, n, ag.Stats())
 	}
 	store.fail.Store(false)
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	transporttest.WaitForWithin(t, time.Minute, "a publish after the store recovered", func() bool {
 		mu.Lock()
-		n = len(seen)
-		mu.Unlock()
-		if n > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n == 0 || store.saves.Load() == 0 {
-		t.Fatalf("no publish after the store recovered (saves %d)", store.saves.Load())
+		defer mu.Unlock()
+		return len(seen) > 0
+	})
+	if store.saves.Load() == 0 {
+		t.Fatal("a published with no save since the store recovered")
 	}
 }
 
@@ -169,7 +164,7 @@ func TestRevokedLeadershipNeverStarts(t *testing.T) {
 		if m != "b@6" {
 			t.Fatalf("marker %q", m)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the injected events were not applied")
 	}
 	rec.mu.Lock()
@@ -179,11 +174,7 @@ func TestRevokedLeadershipNeverStarts(t *testing.T) {
 		t.Fatalf("revoked leadership: started %d, stopped %q", started, stopped)
 	}
 	sc.inject(ag, core.Event{Kind: core.EventBecameLeader, Group: "g", Term: 7, Leader: "a", LeaseUntil: far})
-	for deadline := time.Now().Add(10 * time.Second); !rec.isLeading(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("a lasting leadership did not start")
-		}
-	}
+	transporttest.WaitForWithin(t, time.Minute, "a lasting leadership to start", rec.isLeading)
 }
 
 // topicCounter counts a transport's successful publishes by topic.

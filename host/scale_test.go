@@ -12,6 +12,7 @@ import (
 
 	"github.com/electcore/electcore/core"
 	"github.com/electcore/electcore/transport"
+	"github.com/electcore/electcore/transport/transporttest"
 )
 
 // quietTransport records subscriptions and publishes and starts no
@@ -79,13 +80,9 @@ func TestIdleElectionsCostNoGoroutine(t *testing.T) {
 		}
 	}
 	<-all // every election has run a callback
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > base+n/10 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines with %d idle elections (%d before they joined)", runtime.NumGoroutine(), n, base)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	transporttest.WaitForWithin(t, time.Minute, fmt.Sprintf("at most %d goroutines with %d idle elections (%d before they joined)", base+n/10, n, base), func() bool {
+		return runtime.NumGoroutine() <= base+n/10
+	})
 }
 
 // A step's publishes reach a batching transport together, in the core's
@@ -106,25 +103,19 @@ func TestPublishesGoOutInBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	transporttest.WaitForWithin(t, time.Minute, "a batch of more than one message", func() bool {
 		tr.mu.Lock()
-		singles, big := tr.singles, 0
+		defer tr.mu.Unlock()
+		if tr.singles > 0 {
+			t.Fatalf("%d messages published one by one to a transport that batches", tr.singles)
+		}
 		for _, b := range tr.batches {
-			big = max(big, len(b))
+			if len(b) > 1 {
+				return true
+			}
 		}
-		tr.mu.Unlock()
-		if singles > 0 {
-			t.Fatalf("%d messages published one by one to a transport that batches", singles)
-		}
-		if big > 1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no batch of more than one message")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 // An agent in fewer groups than it coalesces for reads and writes no peer
