@@ -100,13 +100,15 @@ func ExampleElection_AddMember() {
 			log.Fatal(err)
 		}
 		defer agent.Close(ctx)
-		cfg := core.Config{ID: id, Group: "jobs", Members: founders, HeartbeatMs: 20, ElectionTimeoutMs: 100,
+		// Leases of about a second, which a busy machine keeps: a leader
+		// lost to scheduling would refuse the change ("no leader known").
+		cfg := core.Config{ID: id, Group: "jobs", Members: founders, HeartbeatMs: 100, ElectionTimeoutMs: 1000,
 			AwaitConfig: id == "d"} // d learns the configuration from a, b and c
 		if els[id], err = agent.Join(ctx, cfg, host.Callbacks{}); err != nil {
 			log.Fatal(err)
 		}
 	}
-	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+	wait, cancel := context.WithTimeout(ctx, time.Minute) // a give-up
 	defer cancel()
 	// Any member may ask; it waits for a leader, then for the commit.
 	if err := els["a"].AddMember(wait, "d", nil); err != nil {
