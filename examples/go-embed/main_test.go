@@ -114,9 +114,11 @@ func TestNATS(t *testing.T) {
 		procs[id] = p
 	}
 	// leader waits for a process other than except to print "leading term N"
-	// and a work line under it.
+	// and a work line under it. It gives up after a minute, not a bound:
+	// the first wait includes three processes starting and loading the
+	// module on what may be a loaded runner.
 	leader := func(except string, minTerm uint64) (string, uint64) {
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(time.Minute)
 		for time.Now().Before(deadline) {
 			for _, id := range ids {
 				if id == except {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"github.com/electcore/electcore/statestore"
 	"github.com/electcore/electcore/transport"
 	"github.com/electcore/electcore/transport/mem"
+	"github.com/electcore/electcore/transport/transporttest"
 	"github.com/tetratelabs/wazero"
 )
 
@@ -190,32 +192,25 @@ func TestElection(t *testing.T) {
 		}
 		return l
 	}
+	// The waits give up after a minute, not a bound: a passing test
+	// returns as soon as the leader is agreed.
 	wait := func(among []string, not string) string {
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			if l := agreed(among); l != "" && l != not {
-				return l
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		t.Fatalf("no agreed leader among %v: %v", among, known)
-		return ""
+		var l string
+		transporttest.WaitForWithin(t, time.Minute, fmt.Sprintf("a leader other than %q agreed among %v", not, among), func() bool {
+			l = agreed(among)
+			return l != "" && l != not
+		})
+		return l
 	}
 	first := wait(ids, "")
 	t.Logf("leader %s", first)
 	// A leader hands over only to a member that acknowledged its
 	// configuration (else its resign names nobody): wait for the commit.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	transporttest.WaitForWithin(t, time.Minute, first+"'s configuration committed", func() bool {
 		mu.Lock()
-		ok := committed[first] != 0 && leaderOf[committed[first]] == first
-		mu.Unlock()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s's configuration is not committed within 10 s", first)
-		}
-	}
+		defer mu.Unlock()
+		return committed[first] != 0 && leaderOf[committed[first]] == first
+	})
 	mu.Lock()
 	mark := len(sent)
 	mu.Unlock()
@@ -267,7 +262,7 @@ func TestRestart(t *testing.T) {
 				if want(ev) {
 					return ev, nil
 				}
-			case <-time.After(10 * time.Second):
+			case <-time.After(time.Minute): // a give-up
 				t.Fatal("timed out")
 			}
 		}
