@@ -273,7 +273,7 @@ func TestE2EAuth(t *testing.T) {
 	for _, id := range c.ids {
 		select {
 		case <-c.proc(id).done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute): // a give-up, as waitExit's
 			t.Fatalf("%s did not stop", id)
 		}
 	}

@@ -239,7 +239,7 @@ func TestE2ETransferDrainStay(t *testing.T) {
 
 	// Drained survives a restart.
 	c.signal("a1", syscall.SIGTERM)
-	c.waitExit("a1", 30*time.Second)
+	c.waitExit("a1", time.Minute)
 	start("a1")
 	drainedEverywhere()
 	neverLeads(12 * et) // past the calm of a1's hand-off
@@ -248,7 +248,7 @@ func TestE2ETransferDrainStay(t *testing.T) {
 	// member leads.
 	killed, term := leaderNow()
 	c.signal(killed, syscall.SIGKILL)
-	c.waitExit(killed, 10*time.Second)
+	c.waitExit(killed, time.Minute)
 	leader, _, took := c.waitAgreement(killed, term+1, time.Minute)
 	if leader == "a1" {
 		t.Fatalf("after the leader was killed, a1 leads (it is drained)")

@@ -73,7 +73,7 @@ func TestE2EOwnReplayAfterRestart(t *testing.T) {
 	victim := c.ids[0]
 	earlier := f.messages(own(victim))
 	c.signal(victim, syscall.SIGKILL)
-	c.waitExit(victim, 5*time.Second)
+	c.waitExit(victim, time.Minute)
 	c.startAuthAgent(victim, keys[victim], membersFile)
 	c.waitAgreement("", 1, 90*time.Second)
 	before := c.replayedNow(victim)
@@ -89,7 +89,7 @@ func TestE2EOwnReplayAfterRestart(t *testing.T) {
 	capture := f.messages(nil)
 	for _, id := range c.ids {
 		c.signal(id, syscall.SIGKILL)
-		c.waitExit(id, 5*time.Second)
+		c.waitExit(id, time.Minute)
 	}
 	for _, id := range c.ids {
 		c.startAuthAgent(id, keys[id], membersFile)

@@ -120,7 +120,7 @@ func TestE2EMembersGrowShrink(t *testing.T) {
 	// A removed agent restarted with flags that list it comes back with
 	// the configuration it persisted: still outside, still a non-voter.
 	c.signal(removed[0], syscall.SIGTERM)
-	if code := c.waitExit(removed[0], 15*time.Second); code != 0 {
+	if code := c.waitExit(removed[0], time.Minute); code != 0 {
 		t.Fatalf("%s exited %d after SIGTERM", removed[0], code)
 	}
 	c.startWith(removed[0], founders)

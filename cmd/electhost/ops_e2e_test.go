@@ -180,7 +180,7 @@ func TestE2EResignTransferWatch(t *testing.T) {
 		c.signal(id, syscall.SIGTERM)
 	}
 	for _, id := range c.ids {
-		if code := c.waitExit(id, 10*time.Second); code != 0 {
+		if code := c.waitExit(id, time.Minute); code != 0 {
 			t.Fatalf("%s exit %d", id, code)
 		}
 		if _, err := os.Stat(filepath.Join(c.stateDir(id), controlSocketName)); !os.IsNotExist(err) {

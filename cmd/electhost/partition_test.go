@@ -201,7 +201,7 @@ func TestE2EPartitionedLeaderStopsCommand(t *testing.T) {
 		c.signal(id, syscall.SIGTERM)
 	}
 	for _, id := range c.ids {
-		if code := c.waitExit(id, 15*time.Second); code != 0 {
+		if code := c.waitExit(id, time.Minute); code != 0 {
 			t.Errorf("%s exited %d", id, code)
 		}
 	}

@@ -169,7 +169,7 @@ func TestE2EPilotDedicatedBrokers(t *testing.T) {
 	// make the kill below a follower's.
 	leader, term, _ := c.waitAgreement("", 1, time.Minute)
 	c.signal(leader, syscall.SIGKILL)
-	c.waitExit(leader, 5*time.Second)
+	c.waitExit(leader, time.Minute)
 	c.expectFailover(leader, term, "its agent was SIGKILLed")
 	c.stopAll()
 	c.checkCommandLog()
@@ -350,7 +350,7 @@ func (c *cluster) stopAll() {
 		}
 	}
 	for _, id := range live {
-		if code := c.waitExit(id, 15*time.Second); code != 0 {
+		if code := c.waitExit(id, time.Minute); code != 0 {
 			c.t.Errorf("%s exited %d after SIGTERM, want 0", id, code)
 		}
 	}
@@ -594,7 +594,7 @@ func TestE2EPilotFloodDelays(t *testing.T) {
 	// campaign deadlines (a rank's slot, ET/8): at load 15-20 once no
 	// leader in 16.5 s (both candidates at term 5).
 	c.signal(leader, syscall.SIGKILL)
-	c.waitExit(leader, 10*time.Second)
+	c.waitExit(leader, time.Minute)
 	killed := leader
 	leader, term, took := c.waitAgreement(killed, term+1, 2*time.Minute)
 	t.Logf("failover: %s leads term %d, %v after the SIGKILL of %s (design bound %v)", leader, term, took.Round(time.Millisecond), killed, 2*c.et+5*c.latency+time.Second)
@@ -620,7 +620,7 @@ func TestE2EPilotFloodDelays(t *testing.T) {
 		t0 := time.Now()
 		c.signal(resigner, syscall.SIGTERM)
 		leader, term, took = c.waitAgreement(resigner, rterm+1, 2*time.Minute)
-		if code := c.waitExit(resigner, 30*time.Second); code != 0 {
+		if code := c.waitExit(resigner, time.Minute); code != 0 {
 			t.Fatalf("%s exited %d after SIGTERM, want 0", resigner, code)
 		}
 		problem := ""

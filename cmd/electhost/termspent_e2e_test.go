@@ -45,7 +45,7 @@ func TestE2ETermSpentRecovery(t *testing.T) {
 	}
 	for _, id := range c.ids {
 		c.signal(id, syscall.SIGTERM)
-		c.waitExit(id, 30*time.Second)
+		c.waitExit(id, time.Minute)
 		if code, out, stderr := runCLI(t, 30*time.Second, nil, "reset-state", "--group", c.group, "--id", id, "--state-dir", c.stateDir(id)); code != 0 {
 			t.Fatalf("reset-state %s: exit %d\n%s%s", id, code, out, stderr)
 		}
