@@ -119,7 +119,7 @@ func TestE2EContainKill9(t *testing.T) {
 				if try == stepTries {
 					t.Fatalf("the leadership ended before its command tree was up in each of %d tries (the last: %s's term %d, %q)", try, leader, term, c.awaitStopped(leader, term))
 				}
-				t.Logf("%s's term %d ended before its command tree was up (%q): again", leader, term, c.awaitStopped(leader, term))
+				t.Logf("%s's term %d ended before its command tree was up (%q): again", leader, term, c.stoppedLeading(leader, term))
 			}
 			s, err := c.proc(leader).status()
 			if err != nil || s.LeaderCommand == nil || s.LeaderCommand.Containment != string(contain) {

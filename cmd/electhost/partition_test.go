@@ -149,7 +149,7 @@ func TestE2EPartitionedLeaderStopsCommand(t *testing.T) {
 		if c.leads(newLeader, newTerm) || try == stepTries {
 			t.Fatalf("new leader %s (term %d): /readyz %d %q %v, want 200", newLeader, newTerm, code, body, err)
 		}
-		t.Logf("new leader %s: /readyz %d %q after its term %d ended (%q): the next leader", newLeader, code, body, newTerm, c.awaitStopped(newLeader, newTerm))
+		t.Logf("new leader %s: /readyz %d %q after its term %d ended (%q): the next leader", newLeader, code, body, newTerm, c.stoppedLeading(newLeader, newTerm))
 		newLeader, newTerm = c.waitCommandFrom(leader, newTerm+1, time.Minute)
 	}
 	// The cut-off leader's command of its term stopped before the first
