@@ -74,7 +74,7 @@ func newMark(t *testing.T) string {
 // waitMarked waits until at least n processes carry mark.
 func waitMarked(t *testing.T, mark string, n int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d marked processes", n), 20*time.Second, func() bool { return len(markedCmd(mark)) >= n })
+	waitFor(t, fmt.Sprintf("%d marked processes", n), time.Minute, func() bool { return len(markedCmd(mark)) >= n })
 }
 
 // containments are the ones this machine offers, best first.
@@ -236,7 +236,7 @@ func TestContainSupervisorKilled(t *testing.T) {
 			t0 := time.Now()
 			h.Process.Kill()
 			h.Wait()
-			waitFor(t, "every process of the command to be gone", 20*time.Second, func() bool { return len(marked(mark)) == 0 })
+			waitFor(t, "every process of the command to be gone", time.Minute, func() bool { return len(marked(mark)) == 0 })
 			t.Logf("%s: kill -9 of the supervisor to the last process gone: %v (grace %v; one process ignores SIGTERM)", c, time.Since(t0).Round(time.Millisecond), grace)
 		})
 	}
@@ -257,7 +257,7 @@ func TestContainDeadlineWithoutSupervisor(t *testing.T) {
 			if err := h.Process.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the frozen supervisor's command to be stopped at its deadline", 20*time.Second, func() bool { return len(marked(mark)) == 0 })
+			waitFor(t, "the frozen supervisor's command to be stopped at its deadline", time.Minute, func() bool { return len(marked(mark)) == 0 })
 		})
 	}
 }
@@ -313,7 +313,7 @@ func TestContainDeadlineRenewedWhileStarting(t *testing.T) {
 	s.SetDeadline(time.Now()) // over by the time the shim runs
 	ctx, cancel := context.WithCancel(context.Background())
 	done := runAsync(t, s, ctx)
-	waitFor(t, "the shim to be starting", 20*time.Second, func() bool { return len(marked(mark)) > 0 })
+	waitFor(t, "the shim to be starting", time.Minute, func() bool { return len(marked(mark)) > 0 })
 	s.SetDeadline(time.Now().Add(time.Hour))
 	os.WriteFile(gate, nil, 0o644)
 	waitMarked(t, mark, 2) // the command and its sleep
@@ -347,13 +347,13 @@ func TestNoStartAfterDeadline(t *testing.T) {
 	defer cancel()
 	s.SetDeadline(time.Now()) // over by the time the shim runs
 	done := runAsync(t, s, ctx)
-	waitFor(t, "the shim to be starting", 20*time.Second, func() bool { return len(marked(mark)) > 0 })
+	waitFor(t, "the shim to be starting", time.Minute, func() bool { return len(marked(mark)) > 0 })
 	os.WriteFile(gate, nil, 0o644)
-	waitFor(t, "the start to be refused", 20*time.Second, func() bool { return len(h.values("err")) > 0 })
+	waitFor(t, "the start to be refused", time.Minute, func() bool { return len(h.values("err")) > 0 })
 	if e := h.values("err")[0].String(); !strings.Contains(e, "lease ended before the command could start") {
 		t.Fatalf("start error %q: want the lease's end named", e)
 	}
-	waitFor(t, "the shim to be gone", 20*time.Second, func() bool { return len(marked(mark)) == 0 })
+	waitFor(t, "the shim to be gone", time.Minute, func() bool { return len(marked(mark)) == 0 })
 	if _, err := os.Stat(ran); err == nil {
 		t.Fatal("the command ran after its lease had ended")
 	}
