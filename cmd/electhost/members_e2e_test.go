@@ -167,6 +167,33 @@ func (c *cluster) sameConfiguration(want, removed []string) {
 	}
 }
 
+// configSettled waits until the live agents agree on a leader and every
+// live voter holds its configuration, committed.
+func (c *cluster) configSettled() {
+	c.t.Helper()
+	waitFor(c.t, time.Minute, "a leader agreed and its configuration held, committed, by every live voter", func() (bool, string) {
+		leader, _, _ := c.waitAgreement("", 1, time.Minute)
+		ls, err := c.proc(leader).status()
+		if err != nil {
+			return false, leader + ": " + err.Error()
+		}
+		for _, id := range c.ids {
+			p := c.proc(id)
+			if p == nil || !p.alive() {
+				continue
+			}
+			s, err := p.status()
+			if err != nil {
+				return false, id + ": " + err.Error()
+			}
+			if s.Voter && (s.ConfIndex != ls.ConfIndex || !s.ConfCommitted) {
+				return false, fmt.Sprintf("%s: index %d committed %v; leader %s: index %d", id, s.ConfIndex, s.ConfCommitted, leader, ls.ConfIndex)
+			}
+		}
+		return true, ""
+	})
+}
+
 // members runs electhost members op id through via's agent.
 func (c *cluster) members(op, id, via string, extra ...string) (int, string, string, time.Duration) {
 	c.t.Helper()
@@ -176,16 +203,26 @@ func (c *cluster) members(op, id, via string, extra ...string) (int, string, str
 	return code, stdout, stderr, time.Since(t0)
 }
 
+// transientRefusals are the refusals of a membership change that pass
+// once the group settles, as the core words them: no leader known (a lease
+// lost to load), no live member to hand leadership to (a leader removing
+// itself before its followers acked its configuration), another change
+// waiting (this one, asked before a refusal, still committing: asked
+// again, a change already made returns at once).
+var transientRefusals = []string{"no leader known", "no live member to hand leadership to", "another change is waiting"}
+
 // change makes a membership change through via and returns what the CLI
-// printed; a refusal for want of a leader (a lease lost to load: the CLI
-// says to retry once one is elected) is retried when the agents agree on
-// one again.
+// printed; a transient refusal is retried once the agents agree on a
+// leader and hold its configuration, committed.
 func (c *cluster) change(op, id, via string, extra ...string) string {
 	c.t.Helper()
 	code, stdout, stderr, took := c.members(op, id, via, extra...)
-	for try := 1; code == exitFailure && strings.Contains(stderr, "no leader known") && try < stepTries; try++ {
-		c.t.Logf("members %s %s via %s: %s; again once a leader is agreed", op, id, via, strings.TrimSpace(stderr))
-		c.waitAgreement("", 1, time.Minute)
+	transient := func() bool {
+		return code == exitFailure && slices.ContainsFunc(transientRefusals, func(r string) bool { return strings.Contains(stderr, r) })
+	}
+	for try := 1; transient() && try < stepTries; try++ {
+		c.t.Logf("members %s %s via %s: %s; again once a leader is agreed and its configuration held", op, id, via, strings.TrimSpace(stderr))
+		c.configSettled()
 		code, stdout, stderr, took = c.members(op, id, via, extra...)
 	}
 	if code != 0 {
