@@ -2,6 +2,7 @@ package pilot
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -677,12 +678,17 @@ func TestPilotOwnDaemonDownKeepsTrying(t *testing.T) {
 // otherwise the group stays partitioned after the network has healed (a
 // survivor backing off a restarted node's broker for up to 5 s cost a
 // fresh leader its lease). The broker is made reachable right after a
-// failed publish, when the back-off is longest; the stand-in's request log
-// says when the next publish reached it.
+// failed publish, when the back-off is longest. What holds the next
+// message back is the back-off the transport logs at each failure: every
+// one is within the 1 s ceiling (at the old 5 s ceiling the sixth is
+// 2.5-5 s), and the next publish reaches the broker (the stand-in's
+// request log says when; logged, not asserted: a pilotctl process start
+// on a loaded runner adds to it, 2.3 s in all in a CI race lane at load
+// 31).
 func TestPilotReachableBrokerRetriedSoon(t *testing.T) {
 	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"a", "k"}, KillHang: 20 * time.Second})
 	logs := &limitedBuffer{max: 1 << 20}
-	const timeout, bound = 200 * time.Millisecond, 2 * time.Second
+	const timeout, ceiling = 200 * time.Millisecond, time.Second // ceiling: PublishBackoffMax's default
 	tr := newPilot(t, d, Options{Hosts: []string{"k"}, PublishTimeout: timeout, PublishBackoffMin: 250 * time.Millisecond,
 		Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	failures := func() int { return strings.Count(string(logs.Bytes()), "backing off this broker") }
@@ -708,8 +714,24 @@ func TestPilotReachableBrokerRetriedSoon(t *testing.T) {
 	first := firstRequestAfter(t, d, "a publish to k after it answers again", back, func(r pilotstandin.Request) bool {
 		return r.Op == "publish" && r.Host == "k"
 	})
-	if took := first.Sub(back); took > bound {
-		t.Fatalf("the first publish to k came %v after it answered again, want within %v", took.Round(time.Millisecond), bound)
+	t.Logf("the first publish to k came %v after it answered again", first.Sub(back).Round(time.Millisecond))
+	n := 0
+	for _, line := range strings.Split(string(logs.Bytes()), "\n") {
+		var rec struct {
+			Msg     string        `json:"msg"`
+			Host    string        `json:"host"`
+			Backoff time.Duration `json:"backoff"`
+		}
+		if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "pilot publish failed; backing off this broker" || rec.Host != "k" {
+			continue
+		}
+		n++
+		if rec.Backoff > ceiling {
+			t.Errorf("failure %d: backed off k for %v, over the %v ceiling", n, rec.Backoff, ceiling)
+		}
+	}
+	if n < 6 {
+		t.Fatalf("%d back-offs of k logged, want the six failures'", n)
 	}
 }
 
