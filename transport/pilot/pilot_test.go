@@ -739,13 +739,18 @@ func TestPilotReachableBrokerRetriedSoon(t *testing.T) {
 // its ceiling: the subscription is back within BackoffMin (and a process
 // start) of the daemon's restart, not a back-off later, since a restarted
 // agent hears nothing until it is. The daemon is restarted right after a
-// refused request, when a back-off is longest; the stand-in's request log
-// says when the next subscribe reached it.
+// refused request, when a back-off is longest. The subscription waits for
+// the daemon, not a back-off: the transport logs that it waits for it,
+// and no wait it logs for a subscription ended meanwhile exceeds
+// BackoffMin (a grown back-off doubles past it). Then the subscription
+// is live again; how soon is logged, not asserted (the stand-in's request
+// log says when; a pilotctl process start on a loaded runner adds to it).
 func TestPilotResubscribeSoonAfterOwnDaemonRestart(t *testing.T) {
 	d := pilotstandin.StartDaemon(t, pilotstandin.Options{Hosts: []string{"me", "peer"}})
-	const bound = 2 * time.Second
+	const backoffMin = 200 * time.Millisecond
+	logs := &limitedBuffer{max: 1 << 20}
 	tr := newPilot(t, d, Options{Hosts: []string{"peer"}, SubscribeHosts: []string{"me"}, Env: []string{pilotstandin.EnvNode + "=me"},
-		BackoffMin: 200 * time.Millisecond, BackoffMax: 10 * time.Second})
+		BackoffMin: backoffMin, BackoffMax: 10 * time.Second, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err := tr.Subscribe(context.Background(), "t", func(transport.Message) {}); err != nil {
 		t.Fatal(err)
 	}
@@ -768,10 +773,29 @@ func TestPilotResubscribeSoonAfterOwnDaemonRestart(t *testing.T) {
 	first := firstRequestAfter(t, d, "a subscribe from me after its daemon's restart", back, func(r pilotstandin.Request) bool {
 		return r.Op == "subscribe" && r.Node == "me"
 	})
-	if took := first.Sub(back); took > bound {
-		t.Fatalf("resubscribed %v after our daemon's restart, want within %v", took.Round(time.Millisecond), bound)
-	}
+	t.Logf("resubscribed %v after our daemon's restart", first.Sub(back).Round(time.Millisecond))
 	waitLive(t, d, "me", "t", 1)
+	waiting := 0
+	for _, line := range strings.Split(string(logs.Bytes()), "\n") {
+		var rec struct {
+			Msg  string        `json:"msg"`
+			Wait time.Duration `json:"wait"`
+		}
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		switch rec.Msg {
+		case "pilot subscription ended; resubscribing when our daemon runs again":
+			waiting++
+		case "pilot subscription ended; resubscribing (messages in the gap are lost)":
+			if rec.Wait > backoffMin {
+				t.Errorf("a subscription ended and waited %v before resubscribing, over BackoffMin (%v): a back-off grew", rec.Wait, backoffMin)
+			}
+		}
+	}
+	if waiting == 0 {
+		t.Error("no subscription waited for our daemon to run again")
+	}
 }
 
 // Our own daemon restarted after kill -9 comes back cut off from each peer
