@@ -215,7 +215,11 @@ func TestPilotErrorMapping(t *testing.T) {
 	}
 
 	d.KillBroker("k")
-	killed := newPilot(t, d, Options{Hosts: []string{"k"}})
+	// The killed broker's publish hangs 300 ms (KillHang) and then fails:
+	// a publish deadline far beyond it, so that what ends the publish is
+	// the failure, not the deadline (1 s by default, which a pilotctl
+	// start plus the hang outlasted in a CI race lane at load ~36).
+	killed := newPilot(t, d, Options{Hosts: []string{"k"}, PublishTimeout: time.Minute})
 	if err := killed.Publish(ctx, "t", []byte("x")); !errors.Is(err, transport.ErrConnectionFailed) {
 		t.Fatalf("killed broker: %v", err)
 	}
