@@ -82,7 +82,7 @@ type steadySwarm struct {
 	els    [][]*Election
 }
 
-func newSteadySwarm(tb testing.TB, n int, wasm bool) *steadySwarm {
+func newSteadySwarm(tb testing.TB, n int, rt *testRT) *steadySwarm {
 	ctx := context.Background()
 	s := &steadySwarm{clock: &stepClock{}, bus: &syncBus{}}
 	s.clock.ms.Store(1)
@@ -91,8 +91,8 @@ func newSteadySwarm(tb testing.TB, n int, wasm bool) *steadySwarm {
 		cfg := AgentConfig{Transport: syncNode{s.bus}, Logger: discardLogger(), Clock: s.clock}
 		var ag *Agent
 		var err error
-		if wasm {
-			ag, err = testRuntime(tb).NewAgent(ctx, cfg)
+		if rt != nil {
+			ag, err = rt.NewAgent(ctx, cfg)
 		} else {
 			ag, err = NewNativeAgent(ctx, cfg)
 		}
@@ -176,7 +176,11 @@ func BenchmarkSwarmSteady(b *testing.B) {
 		wasm bool
 	}{{"1000", 1000, false}, {"10000", 10000, false}, {"wasm-1000", 1000, true}} {
 		b.Run(run.name, func(b *testing.B) {
-			s := newSteadySwarm(b, run.n, run.wasm)
+			var rt *testRT
+			if run.wasm {
+				rt = testRuntime(b)
+			}
+			s := newSteadySwarm(b, run.n, rt)
 			// Settle: elections, then priority hand-offs (about two
 			// election timeouts of steady contact), then quiet.
 			for t := 0; !s.settled(); t++ {

@@ -22,7 +22,8 @@ func ecTestTrap(kind int32) int32 {
 }
 
 // ec_test_heap reports the module's Go heap (runtime.MemStats): what 0 =
-// HeapAlloc, 1 = HeapInuse, 2 = HeapSys, 3 = Sys, 4 = NumGC; with gc != 0
+// HeapAlloc, 1 = HeapInuse, 2 = HeapSys, 3 = Sys, 4 = NumGC, 5 =
+// TotalAlloc, 6 = Mallocs; with gc != 0
 // after a collection (HeapAlloc is then the live data).
 //
 //go:wasmexport ec_test_heap
@@ -43,6 +44,10 @@ func ecTestHeap(what, gc int32) int64 {
 		return int64(ms.Sys)
 	case 4:
 		return int64(ms.NumGC)
+	case 5:
+		return int64(ms.TotalAlloc)
+	case 6:
+		return int64(ms.Mallocs)
 	}
 	return -1
 }

@@ -363,12 +363,17 @@ func BenchmarkStepRatio(b *testing.B) {
 // x-baseline is the median of the per-block ratios (< 1: the module under
 // test is faster). A module against itself reads 1.000 ± 0.003 here, even
 // on a loaded machine. Without $ELECTCORE_WASM_BASELINE there is nothing to
-// compare and it skips, saying so.
+// compare and it skips, saying so. Batches: BenchmarkStep's heartbeat and
+// empty batch in one group, and followers-1000: a follower in 1,000
+// groups stepped every 20 ms with the heartbeats of 40 of them (each group
+// hears its leader every 500 ms, as in a settled swarm at default timings),
+// so that the per-group work (the group lookup, the timer heap) runs at a
+// realistic size.
 func BenchmarkStepAB(b *testing.B) {
 	if os.Getenv("ELECTCORE_WASM_BASELINE") == "" {
 		b.Skip("set ELECTCORE_WASM_BASELINE to the module to compare with")
 	}
-	for _, batch := range []string{"heartbeat", "empty"} {
+	for _, batch := range []string{"heartbeat", "empty", "followers-1000"} {
 		b.Run("batch="+batch, func(b *testing.B) {
 			runtime.LockOSThread() // threadCPU reads this thread's clock
 			defer runtime.UnlockOSThread()
@@ -380,10 +385,23 @@ func BenchmarkStepAB(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer inst.Close(context.Background())
-				insts[k], ins[k] = inst, benchSetup(b, inst)
+				insts[k] = inst
+				switch batch {
+				case "followers-1000":
+					ins[k] = followersSetup(b, inst)
+				default:
+					ins[k] = benchSetup(b, inst)
+				}
 				if batch == "empty" {
 					ins[k].Inbound = nil
 				}
+			}
+			next := func(side, j int) {
+				if batch == "followers-1000" {
+					followersNext(ins[side], j)
+					return
+				}
+				ins[side].Now = 3 + int64(j%50)
 			}
 			var out core.Output
 			var ratios []float64
@@ -395,7 +413,7 @@ func BenchmarkStepAB(b *testing.B) {
 				t[0] = threadCPU()
 				for side := range insts {
 					for j := n; j < n+k; j++ {
-						ins[side].Now = 3 + int64(j%50)
+						next(side, j)
 						out.Reset()
 						if err := insts[side].Step(ins[side], &out); err != nil {
 							b.Fatal(err)
@@ -411,6 +429,58 @@ func BenchmarkStepAB(b *testing.B) {
 			b.ReportMetric(median(ratios), "x-baseline")
 		})
 	}
+}
+
+// followersGroups is followers-1000's size: member "b" of this many
+// 3-member groups, each led by "a".
+const followersGroups = 1000
+
+// followersSetup joins followersGroups groups and has "a" announce itself
+// leader in each; the Input it returns is followersNext's to fill.
+func followersSetup(tb testing.TB, st interface {
+	Step(*core.Input, *core.Output) error
+}) *core.Input {
+	var out core.Output
+	for start := 0; start < followersGroups; start += 250 {
+		in := core.Input{Now: 1}
+		for g := start; g < start+250; g++ {
+			in.Join = append(in.Join, core.GroupSpec{Config: core.Config{ID: "b", Group: followersGroup(g), Members: []string{"a", "b", "c"}}})
+		}
+		out.Reset()
+		if err := st.Step(&in, &out); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	in := core.Input{Now: 2}
+	for g := range followersGroups {
+		in.Inbound = append(in.Inbound, core.Message{Topic: core.Topic(followersGroup(g)), Payload: []byte(`{"type":"leader","leader":"a","term":1,"from":"a","group":"` + followersGroup(g) + `"}`)})
+	}
+	out.Reset()
+	if err := st.Step(&in, &out); err != nil {
+		tb.Fatal(err)
+	}
+	if len(out.Publishes) != followersGroups {
+		tb.Fatalf("%d acks of %d leaders", len(out.Publishes), followersGroups)
+	}
+	return &core.Input{}
+}
+
+func followersGroup(g int) string { return "group-" + strconv.Itoa(10000 + g)[1:] }
+
+// followersHeartbeats[k] is the batch of step k mod 25: heartbeats of
+// groups k, k+25, k+50, ...
+var followersHeartbeats = sync.OnceValue(func() [][]core.Message {
+	batches := make([][]core.Message, 25)
+	for g := range followersGroups {
+		batches[g%25] = append(batches[g%25], core.Message{Topic: core.Topic(followersGroup(g)), Payload: []byte(`{"type":"heartbeat","leader":"a","term":1,"from":"a","group":"` + followersGroup(g) + `","seq":` + strconv.Itoa(g) + `}`)})
+	}
+	return batches
+})
+
+// followersNext makes in step j: 20 ms after step j-1, with its batch.
+func followersNext(in *core.Input, j int) {
+	in.Now = 3 + 20*int64(j)
+	in.Inbound = followersHeartbeats()[j%25]
 }
 
 func median(v []float64) float64 {

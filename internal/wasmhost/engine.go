@@ -341,3 +341,20 @@ func (e *Engine) InjectTrap() {
 		e.inst.interrupt(ErrDeadline)
 	}
 }
+
+// TestHeap reads the module's heap statistics through the test build's
+// ec_test_heap export (what as there; ok false if the module has no such
+// export). For tests and benchmarks, here and in package host.
+func (e *Engine) TestHeap(what int32) (v uint64, ok bool, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.inst == nil {
+		return 0, false, nil
+	}
+	f := e.inst.mod.ExportedFunction("ec_test_heap")
+	if f == nil {
+		return 0, false, nil
+	}
+	v, err = e.inst.call("test_heap", f, uint64(what), 0)
+	return v, err == nil, err
+}
