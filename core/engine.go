@@ -1,12 +1,10 @@
 package core
 
 import (
-	"container/heap"
 	"errors"
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // Engine hosts any number of election groups and routes bus messages to them
@@ -82,7 +80,7 @@ func (e *Engine) Step(in *Input, out *Output) {
 			// the heap's way until the loop ends, then due again.
 			held = append(held, g)
 			g.wake = e.now + 1
-			heap.Fix(&e.timers, g.heapIdx)
+			e.timers.fix(g.heapIdx)
 			continue
 		}
 		if !e.admitted(g) {
@@ -94,7 +92,7 @@ func (e *Engine) Step(in *Input, out *Output) {
 	}
 	for _, g := range held {
 		g.wake = g.nextWake()
-		heap.Fix(&e.timers, g.heapIdx)
+		e.timers.fix(g.heapIdx)
 	}
 	e.admit(in.Backlog)
 	for _, g := range e.dirty {
@@ -151,7 +149,7 @@ func (e *Engine) admitted(g *group) bool {
 		e.waiting = append(e.waiting, g)
 	}
 	g.wake = waitingWake
-	heap.Fix(&e.timers, g.heapIdx)
+	e.timers.fix(g.heapIdx)
 	return false
 }
 
@@ -326,7 +324,7 @@ func (e *Engine) join(spec *GroupSpec) {
 	e.dirty = append(e.dirty, g) // the new epoch, persisted before any publish
 	e.groups[topic] = g
 	g.wake = g.nextWake()
-	heap.Push(&e.timers, g)
+	e.timers.push(g)
 	e.event(Event{Kind: EventJoined, Group: cfg.Group, Term: g.term})
 	g.termSpent(e)
 }
@@ -427,7 +425,7 @@ func (e *Engine) leave(g *group) {
 	if g.role == RoleLeader {
 		e.event(Event{Kind: EventSteppedDown, Group: g.cfg.Group, Term: g.term, Reason: "left the group"})
 	}
-	heap.Remove(&e.timers, g.heapIdx)
+	e.timers.remove(g.heapIdx)
 	e.land(g)
 	g.waiting = false // skipped by admit
 	delete(e.groups, g.topic)
@@ -450,7 +448,7 @@ func (e *Engine) touch(g *group) {
 	}
 	if w := g.nextWake(); w != g.wake && !(g.waiting && g.campaignDue(e.now)) {
 		g.wake = w
-		heap.Fix(&e.timers, g.heapIdx)
+		e.timers.fix(g.heapIdx)
 	}
 }
 
@@ -472,29 +470,90 @@ func (e *Engine) publish(g *group, payload []byte) {
 	e.out.Publishes = append(e.out.Publishes, Message{Topic: g.topic, Payload: payload})
 }
 
-// timerHeap orders groups by their next wake-up, then by topic, so that
-// groups due at the same instant tick in the same order on every host.
+// timerHeap is a binary min-heap of groups by their next wake-up, then by
+// topic, so that groups due at the same instant tick in the same order on
+// every host. It is container/heap's algorithm written out for *group:
+// through heap.Interface every comparison and swap was a dynamic call,
+// which the module (Go compiled to wasm) pays dearly for: the heap was a
+// tenth of the module's time in a settled swarm of 1,000 groups
+// (host/BENCHMARKS.md). The elements move exactly as container/heap moves
+// them, so the heap's layout, which dueTimers walks, is unchanged.
 type timerHeap []*group
 
-func (h timerHeap) Len() int { return len(h) }
-func (h timerHeap) Less(i, j int) bool {
-	if h[i].wake != h[j].wake {
-		return h[i].wake < h[j].wake
+// wakesBefore is the heap's order.
+func wakesBefore(a, b *group) bool {
+	if a.wake != b.wake {
+		return a.wake < b.wake
 	}
-	return strings.Compare(h[i].topic, h[j].topic) < 0
+	return a.topic < b.topic
 }
-func (h timerHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx, h[j].heapIdx = i, j
-}
-func (h *timerHeap) Push(x any) {
-	g := x.(*group)
-	g.heapIdx = len(*h)
+
+func (h *timerHeap) push(g *group) {
 	*h = append(*h, g)
+	h.up(len(*h) - 1)
 }
-func (h *timerHeap) Pop() any {
+
+func (h *timerHeap) remove(i int) {
 	old := *h
-	g := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return g
+	n := len(old) - 1
+	if n != i {
+		old[i], old[n] = old[n], old[i]
+		old[n].heapIdx = n
+		if !old[:n].down(i) {
+			old.up(i)
+		}
+	}
+	old[n] = nil // no reference to a group that left
+	*h = old[:n]
+}
+
+// fix re-files the group at i after its wake changed.
+func (h timerHeap) fix(i int) {
+	if !h.down(i) {
+		h.up(i)
+	}
+}
+
+// up moves the group at j towards the top while it wakes before its
+// parent.
+func (h timerHeap) up(j int) {
+	g := h[j]
+	for j > 0 {
+		i := (j - 1) / 2 // parent
+		if !wakesBefore(g, h[i]) {
+			break
+		}
+		h[j] = h[i]
+		h[j].heapIdx = j
+		j = i
+	}
+	h[j] = g
+	g.heapIdx = j
+}
+
+// down moves the group at i0 towards the bottom while a child wakes before
+// it, and reports whether it moved.
+func (h timerHeap) down(i0 int) bool {
+	n := len(h)
+	g := h[i0]
+	i := i0
+	for {
+		j1 := 2*i + 1
+		if j1 >= n || j1 < 0 { // j1 < 0 after int overflow
+			break
+		}
+		j := j1 // left child
+		if j2 := j1 + 1; j2 < n && wakesBefore(h[j2], h[j1]) {
+			j = j2 // right child
+		}
+		if !wakesBefore(h[j], g) {
+			break
+		}
+		h[i] = h[j]
+		h[i].heapIdx = i
+		i = j
+	}
+	h[i] = g
+	g.heapIdx = i
+	return i > i0
 }
