@@ -2,6 +2,7 @@ package abi
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/electcore/electcore/core"
 )
@@ -12,10 +13,11 @@ import (
 //
 // The common batch — a time, maybe a wall clock, and bus messages, laid out
 // as the hosts' encoders write it — takes a single pass over b: no CheckBatch
-// walk, no msgp reader calls, no allocation (a topic equal to the one decoded at the same index
-// last time is reused, and payloads alias b, which must therefore not change
-// while in is used). In wasm a function call costs several times what it
-// does natively, so the generated decoder spent more on calls than on bytes
+// walk, no msgp reader calls, no allocation: topics and payloads alias b,
+// which must therefore not change while in is used, and whose strings no
+// one may keep after that (core.Engine.Step keeps no topic or payload
+// memory past its return). In wasm a function call costs several times
+// what it does natively, so the generated decoder spent more on calls than on bytes
 // (host/BENCHMARKS.md). Anything else — joins, commands, unknown keys,
 // duplicate keys, nil, encodings no msgp encoder emits for these fields —
 // falls back to CheckBatch and the generated decoder on a fresh Input, whose
@@ -95,11 +97,10 @@ func decodeCommon(b []byte, in *core.Input) bool {
 			if cap(msgs) < cnt {
 				msgs = make([]core.Message, 0, cnt)
 			}
-			prev := msgs[:cnt]
 			msgs = msgs[:0]
 			for k := 0; k < cnt; k++ {
 				var m core.Message
-				if i, ok = decodeMessage(b, i, &m, prev[k].Topic); !ok {
+				if i, ok = decodeMessage(b, i, &m); !ok {
 					return false
 				}
 				msgs = append(msgs, m)
@@ -137,8 +138,11 @@ func decodeCommon(b []byte, in *core.Input) bool {
 }
 
 // decodeMessage decodes the {"t": fixstr|str8, "p": bin8|bin16} map at i
-// into m and returns the index after it; the topic reuses last when equal.
-func decodeMessage(b []byte, i int, m *core.Message, last string) (int, bool) {
+// into m and returns the index after it. The topic aliases b like the
+// payload: a string of its own was the module's one allocation per message
+// (two thirds of its allocations in a settled swarm, and their collection;
+// host/BENCHMARKS.md).
+func decodeMessage(b []byte, i int, m *core.Message) (int, bool) {
 	if len(b)-i < 4 || b[i] != 0x82 || b[i+1] != 0xa1 || b[i+2] != 't' {
 		return i, false
 	}
@@ -168,11 +172,7 @@ func decodeMessage(b []byte, i int, m *core.Message, last string) (int, bool) {
 	if len(b)-i < n {
 		return i, false
 	}
-	if string(topic) == last {
-		m.Topic = last
-	} else {
-		m.Topic = string(topic)
-	}
+	m.Topic = unsafe.String(unsafe.SliceData(topic), len(topic))
 	m.Payload = b[i : i+n : i+n]
 	return i + n, true
 }
