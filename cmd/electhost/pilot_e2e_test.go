@@ -716,8 +716,11 @@ func TestE2EPilotMajorityRestartedStale(t *testing.T) {
 	c.startAll()
 	// The best leader with its command running: a leadership that ends
 	// before its command starts (a3 led terms 1 and 2 in a CI run at load
-	// ~30, its command of term 1 never ran) is waited out.
-	leader, term := c.waitBestLeaderCommand(time.Minute)
+	// ~30, its command of term 1 never ran) is waited out. Two minutes for
+	// all of it, a give-up, as TestE2EPilotFloodDelays gives its first
+	// command: at load 44-48 (CI run s12-5) the group churned through six
+	// terms and one minute ran out.
+	leader, term := c.waitBestLeaderCommand(2 * time.Minute)
 	other, survivor := "", ""
 	for _, id := range c.ids {
 		switch {
