@@ -472,8 +472,11 @@ func (c *cluster) scenario() {
 	t.Logf("first election: %s leads term %d after %v", leader, term, took.Round(time.Millisecond))
 	// The command starts once the leader holds its lease (over Pilot at
 	// 500 ms / 2 s, seconds on a loaded runner): the waits for a command
-	// give up after a minute, a bound on the cause, not a timing claim.
-	leader, term = c.waitBestLeaderCommand(time.Minute)
+	// give up, bounds on the cause, not timing claims: two minutes for all
+	// of it, as over Pilot at load ~20 (CI run s12-7) the best member's
+	// leaderships of terms 5, 7, 10 and 14 each ended before its command
+	// could start, and one minute ran out.
+	leader, term = c.waitBestLeaderCommand(2 * time.Minute)
 	// The agents' view of that leadership, read once. A lease lost to load
 	// since the command started ends the leadership, and the view with
 	// it: the checks then run again under the next best leader's command
@@ -523,9 +526,23 @@ func (c *cluster) scenario() {
 	if sr.Leader != leader || sr.Term != term {
 		// The leadership moved while status listened (over Pilot a loaded
 		// runner can cost a lease): status must then report the new
-		// leadership, the one the agents agree on.
+		// leadership, the one the agents agree on, or, if it moved on again
+		// since (a CI run at load ~20: status said a1 at 7, the agents then
+		// agreed on a3 at 9), one that an agent logged as its leader.
 		l, lt, _ := c.waitAgreement("", sr.Term, time.Minute)
-		if l != sr.Leader || lt != sr.Term {
+		logged := func() bool {
+			for _, id := range c.ids {
+				for _, rec := range c.proc(id).logLines("leader") {
+					who, _ := rec["leader"].(string)
+					tm, _ := rec["term"].(float64)
+					if rec["msg"] == "leader" && who == sr.Leader && uint64(tm) == sr.Term {
+						return true
+					}
+				}
+			}
+			return false
+		}
+		if lt == sr.Term && l != sr.Leader || lt > sr.Term && !logged() {
 			t.Fatalf("electhost status reports %s at term %d; the agents agree on %s at %d (was %s at %d)", sr.Leader, sr.Term, l, lt, leader, term)
 		}
 		t.Logf("the leadership moved during status: %s at term %d, then %s at %d", leader, term, l, lt)
