@@ -380,6 +380,7 @@ func TestCanonicalCoversWireFields(t *testing.T) {
 		// refuse every resign (they sign no such bit).
 		"holdSet":   "whether Hold was present",
 		"groupHint": "set by the receiver, not from the wire",
+		"named":     "which names parseWire checked, not from the wire",
 	}
 	typ := reflect.TypeFor[wireMsg]()
 	for i := range typ.NumField() {

@@ -72,6 +72,33 @@ type wireMsg struct {
 	// whose topic the payload came on, reused (not allocated) for an equal
 	// "group" (zeroed with the rest).
 	groupHint string
+	// named: the name fields parseWire found to be names (namedGroup, …),
+	// which checkWire does not check again.
+	named uint8
+}
+
+// Bits of wireMsg.named.
+const (
+	namedGroup uint8 = 1 << iota
+	namedFrom
+	namedLeader
+	namedCandidate
+	namedTo
+)
+
+// checkNamed is checkName(what, s) unless parseWire checked s (bit).
+func (m *wireMsg) checkNamed(what, s string, bit uint8) error {
+	if m.named&bit != 0 {
+		return nil
+	}
+	return checkName(what, s)
+}
+
+// nameFrom marks from as named if bit is set (from copied that field).
+func (m *wireMsg) nameFrom(bit uint8) {
+	if m.named&bit != 0 {
+		m.named |= namedFrom
+	}
 }
 
 // flexStamp stands for the seed's heartbeat "timestamp", which it writes as a
@@ -99,8 +126,9 @@ func checkWire(m *wireMsg) error {
 	case typeElection:
 		if m.From == "" {
 			m.From = m.Candidate
+			m.nameFrom(namedCandidate)
 		}
-		if err := checkName("candidate", m.Candidate); err != nil {
+		if err := m.checkNamed("candidate", m.Candidate, namedCandidate); err != nil {
 			return errors.New("malformed: " + err.Error())
 		}
 		if m.Priority == nil {
@@ -109,27 +137,29 @@ func checkWire(m *wireMsg) error {
 	case typeLeader, typeHeartbeat:
 		if m.From == "" {
 			m.From = m.Leader
+			m.nameFrom(namedLeader)
 		}
-		if err := checkName("leader", m.Leader); err != nil {
+		if err := m.checkNamed("leader", m.Leader, namedLeader); err != nil {
 			return errors.New("malformed: " + err.Error())
 		}
 	case typeVote:
-		if err := checkName("candidate", m.Candidate); err != nil {
+		if err := m.checkNamed("candidate", m.Candidate, namedCandidate); err != nil {
 			return errors.New("malformed: " + err.Error())
 		}
 	case typeAck:
-		if err := checkName("leader", m.Leader); err != nil {
+		if err := m.checkNamed("leader", m.Leader, namedLeader); err != nil {
 			return errors.New("malformed: " + err.Error())
 		}
 	case typeResign:
 		if m.From == "" {
 			m.From = m.Leader
+			m.nameFrom(namedLeader)
 		}
-		if err := checkName("leader", m.Leader); err != nil {
+		if err := m.checkNamed("leader", m.Leader, namedLeader); err != nil {
 			return errors.New("malformed: " + err.Error())
 		}
 		if m.To != "" {
-			if err := checkName("to", m.To); err != nil {
+			if err := m.checkNamed("to", m.To, namedTo); err != nil {
 				return errors.New("malformed: " + err.Error())
 			}
 		}
@@ -138,7 +168,7 @@ func checkWire(m *wireMsg) error {
 			return errors.New("malformed: " + err.Error())
 		}
 	case typeChange:
-		if err := checkName("leader", m.Leader); err != nil {
+		if err := m.checkNamed("leader", m.Leader, namedLeader); err != nil {
 			return errors.New("malformed: " + err.Error())
 		}
 		if m.Op != opAdd && m.Op != opRemove {
@@ -157,7 +187,7 @@ func checkWire(m *wireMsg) error {
 	default:
 		return errors.New("unknown type " + strconv.Quote(truncate(m.Type)))
 	}
-	if err := checkName("from", m.From); err != nil {
+	if err := m.checkNamed("from", m.From, namedFrom); err != nil {
 		return errors.New("malformed: " + err.Error())
 	}
 	// Every count stays exact in every JSON reader, as terms do: a
@@ -190,7 +220,7 @@ func checkWire(m *wireMsg) error {
 		}
 	}
 	if m.Group != "" {
-		if err := checkName("group", m.Group); err != nil {
+		if err := m.checkNamed("group", m.Group, namedGroup); err != nil {
 			return errors.New("malformed: " + err.Error())
 		}
 	}

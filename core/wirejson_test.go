@@ -118,6 +118,7 @@ func equalWire(a, b wireMsg) bool {
 		return false
 	}
 	a.Priority, b.Priority, a.prio, b.prio = nil, nil, 0, 0
+	a.named, b.named = 0, 0 // which names were checked while parsing, not a value
 	return reflect.DeepEqual(a, b)
 }
 
@@ -125,6 +126,7 @@ func equalWire(a, b wireMsg) bool {
 // one payload. It reports whether parseWire accepted it.
 func sameAsReference(t testing.TB, p []byte) bool {
 	t.Helper()
+	sameAsScan(t, p)
 	var got, want wireMsg
 	errGot := parseWire(p, &got)
 	errWant := parseWireJSON(p, &want)
@@ -147,6 +149,90 @@ func sameAsReference(t testing.TB, p []byte) bool {
 		}
 	}
 	return errGot == nil
+}
+
+// sameAsScan checks that a payload canonical accepts is one the general
+// scanner reads as the same message, and that the names canonical marks as
+// checked are names. It reports whether canonical accepted it.
+func sameAsScan(t testing.TB, p []byte) bool {
+	t.Helper()
+	hint := "g"
+	fast := jsonScanner{p: p, reuse: [7]string{hint}}
+	var got, want wireMsg
+	if !fast.canonical(&got) {
+		return false
+	}
+	slow := jsonScanner{p: p, reuse: [7]string{hint}}
+	if err := slow.scan(&want); err != nil {
+		t.Fatalf("canonical accepts %q, scan refuses it: %v", p, err)
+	}
+	if !equalWire(got, want) {
+		t.Fatalf("%q:\ncanonical %+v\nscan      %+v", p, got, want)
+	}
+	for _, f := range []struct {
+		bit uint8
+		s   string
+	}{{namedGroup, got.Group}, {namedFrom, got.From}, {namedLeader, got.Leader}, {namedCandidate, got.Candidate}, {namedTo, got.To}} {
+		if got.named&f.bit != 0 && checkName("name", f.s) != nil {
+			t.Fatalf("%q: canonical marks %q a name", p, f.s)
+		}
+	}
+	return true
+}
+
+// TestCanonicalReadsWhatTheCoreWrites: every message the core writes takes
+// canonical's one pass (else the steady state pays for the general scanner).
+func TestCanonicalReadsWhatTheCoreWrites(t *testing.T) {
+	kinds := map[string]int{}
+	check := func(from string, msg Message) {
+		var m wireMsg
+		if err := parseWire(msg.Payload, &m); err != nil {
+			t.Fatalf("%q: %v", msg.Payload, err)
+		}
+		if !sameAsScan(t, msg.Payload) && m.Type != typeConfig { // (members: a list)
+			t.Errorf("canonical refuses the core's %q", msg.Payload)
+		}
+		kinds[m.Type]++
+	}
+	// An election, heartbeats and acks with a configuration version and
+	// a value, a hand-off, and a membership change.
+	n := newTestNet(t, ModeQuorum, "a", "b", "c")
+	n.values = map[string]string{"a": "10.0.0.1:8080", "b": "b", "c": "c"}
+	for _, id := range n.ids {
+		n.start(id)
+	}
+	n.sent = check
+	leader := func() string {
+		n.advance(6000, 10)
+		if l := n.leaders(); len(l) == 1 {
+			return strings.Split(l[0], "@")[0]
+		}
+		t.Fatalf("leaders %v", n.leaders())
+		return ""
+	}
+	l := leader()
+	n.step(l, &Input{Now: n.now, Commands: []Command{{Kind: CmdTransfer, Group: "g", Target: n.others(l)[0]}}})
+	l = leader()
+	n.step(l, &Input{Now: n.now, Commands: []Command{{Kind: CmdRemoveMember, Group: "g", Target: n.others(l)[0]}}})
+	leader()
+	// The seed format's wall-clock fields.
+	e := &encoder{}
+	e.begin(typeHeartbeat, &group{cfg: Config{Group: "g", ID: "a"}})
+	e.str("leader", "a")
+	e.num("term", 1)
+	e.wall(typeHeartbeat, 1796040000123)
+	check("a", Message{Payload: e.end()})
+	e.begin(typeLeader, &group{cfg: Config{Group: "g", ID: "a"}})
+	e.str("leader", "a")
+	e.num("term", 1)
+	e.wall(typeLeader, 1796040000123)
+	check("a", Message{Payload: e.end()})
+	for _, typ := range []string{typeElection, typeLeader, typeHeartbeat, typeVote, typeAck, typeResign} {
+		if kinds[typ] == 0 {
+			t.Errorf("no %s message seen (%v)", typ, kinds)
+		}
+	}
+	t.Log(kinds)
 }
 
 // corpusPayloads returns every []byte and string value of the committed fuzz
@@ -373,4 +459,108 @@ func BenchmarkDecodeWire(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestKeyLookups: both ways of naming a key agree, for every key of
+// wireMsg's and some that are not (a prefix, a longer key, a zero byte).
+func TestKeyLookups(t *testing.T) {
+	pack := func(k string) (w0, w1 uint64) {
+		for n := range min(len(k), 16) {
+			if n < 8 {
+				w0 |= uint64(k[n]) << (8 * n)
+			} else {
+				w1 |= uint64(k[n]) << (8 * (n - 8))
+			}
+		}
+		return
+	}
+	seen := map[wireKey]string{}
+	for _, k := range wireKeys {
+		id := lookupKey([]byte(k))
+		if id == keyUnknown {
+			t.Errorf("%q unknown", k)
+		}
+		if other, ok := seen[id]; ok {
+			t.Errorf("%q and %q are both key %d", k, other, id)
+		}
+		seen[id] = k
+		if w0, w1 := pack(k); packedKey(len(k), w0, w1) != id {
+			t.Errorf("%q: packedKey %d, lookupKey %d", k, packedKey(len(k), w0, w1), id)
+		}
+	}
+	for _, k := range []string{"", "t", "typ", "types", "type\x00", "leader_in", "leader_incs", "conf_", "Type", "value_ver_and_more_than_16"} {
+		w0, w1 := pack(k)
+		if lookupKey([]byte(k)) != keyUnknown || packedKey(len(k), w0, w1) != keyUnknown {
+			t.Errorf("%q is taken for a key", k)
+		}
+	}
+	for w := range 8 {
+		b := []byte("abcdefgh")
+		b[w] = '"'
+		if got := quoteAt(le64(b)); got != w {
+			t.Errorf("quoteAt(%q) = %d", b, got)
+		}
+	}
+	if got := quoteAt(le64([]byte("abc\"\"fgh"))); got != 3 {
+		t.Errorf("two quotes: %d", got)
+	}
+	if got := quoteAt(le64([]byte("a#!bcdeh"))); got != 8 {
+		t.Errorf("no quote: %d", got)
+	}
+}
+
+// TestDigitWords: digitsAt and digits8 against a byte loop and strconv.
+func TestDigitWords(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	alphabet := []byte("0123456789\"},.e-x/:\x00\xff\xfa")
+	for range 100_000 {
+		b := make([]byte, 8)
+		for i := range b {
+			if r.IntN(3) > 0 {
+				b[i] = '0' + byte(r.IntN(10))
+			} else {
+				b[i] = alphabet[r.IntN(len(alphabet))]
+			}
+		}
+		want := 0
+		for want < 8 && '0' <= b[want] && b[want] <= '9' {
+			want++
+		}
+		if got := digitsAt(le64(b)); got != want {
+			t.Fatalf("digitsAt(%q) = %d, want %d", b, got, want)
+		}
+		if want == 8 {
+			v, _ := strconv.ParseUint(string(b), 10, 64)
+			if got := digits8(le64(b)); got != v {
+				t.Fatalf("digits8(%q) = %d", b, got)
+			}
+		}
+	}
+}
+
+// TestCanonicalNumbers: numbers of every length and at the bounds, in the
+// middle of a payload (read eight digits at a time) and at its end (byte by
+// byte), read as the general scanner and the reference read them.
+func TestCanonicalNumbers(t *testing.T) {
+	nums := []string{"0", "7", "00", "01", "10", "12345678", "123456789", "1234567890123456", "12345678901234567",
+		"9999999999999999999", "10000000000000000000", "18446744073709551615", "18446744073709551616",
+		"18446744073709550000", "18446744073709549999", "18446744073709551999", "19999999999999999999",
+		"99999999999999999999", "100000000000000000000", "4294967295", "4294967296", "1.5", "1e3", "12345678.5", "-1"}
+	accepted := 0
+	for _, x := range nums {
+		for _, p := range []string{
+			`{"type":"ack","group":"g","from":"b","inc":` + x + `,"priority":1,"leader":"a","term":1,"seq":2,"leader_inc":3}`,
+			`{"type":"ack","group":"g","from":"b","inc":1,"priority":` + x + `,"leader":"a","term":1,"seq":2,"leader_inc":3}`,
+			`{"type":"ack","group":"g","from":"b","inc":1,"priority":1,"leader":"a","term":1,"seq":2,"leader_inc":` + x + `}`,
+			`{"type":"ack","group":"g","from":"b","leader":"a","term":1,"seq":` + x + `}`,
+		} {
+			if sameAsScan(t, []byte(p)) {
+				accepted++
+			}
+			sameAsReference(t, []byte(p))
+		}
+	}
+	if accepted < 40 {
+		t.Fatalf("canonical accepted only %d", accepted)
+	}
 }
