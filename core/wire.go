@@ -195,12 +195,16 @@ func checkWire(m *wireMsg) error {
 	// re-stamp, and the configuration never committed again. A priority
 	// fits 32 bits (its parser); inc and leader_inc are random
 	// identifiers, only ever compared.
-	for _, f := range [...]struct {
-		name string
-		v    uint64
-	}{{"term", m.Term}, {"conf_term", m.ConfTerm}, {"conf_index", m.ConfIndex}, {"seq", m.Seq}, {"epoch", m.Epoch}, {"ctr", m.Ctr}} {
-		if f.v > MaxTerm {
-			return errors.New("malformed: " + f.name + " " + uitoa(f.v) + " exceeds " + uitoa(MaxTerm))
+	// (One test for all first: building the list costs more than the
+	// tests, in wasm.)
+	if m.Term|m.ConfTerm|m.ConfIndex|m.Seq|m.Epoch|m.Ctr > MaxTerm {
+		for _, f := range [...]struct {
+			name string
+			v    uint64
+		}{{"term", m.Term}, {"conf_term", m.ConfTerm}, {"conf_index", m.ConfIndex}, {"seq", m.Seq}, {"epoch", m.Epoch}, {"ctr", m.Ctr}} {
+			if f.v > MaxTerm {
+				return errors.New("malformed: " + f.name + " " + uitoa(f.v) + " exceeds " + uitoa(MaxTerm))
+			}
 		}
 	}
 	if m.Hold > maxHold {
@@ -374,8 +378,9 @@ func (e *encoder) flag(key string) {
 }
 
 // appendUint is strconv.AppendUint(b, v, 10) in 32-bit arithmetic below the
-// top nine digits: a 64-bit division by a constant costs several
-// multiplications in wasm, a 32-bit one a single one.
+// top nine digits, two digits a step: a 64-bit division by a constant costs
+// several multiplications in wasm, a 32-bit one a single one, and every
+// turn of a loop costs a dispatch.
 func appendUint(b []byte, v uint64) []byte {
 	if v < 10 {
 		return append(b, byte('0'+v))
@@ -385,19 +390,35 @@ func appendUint(b []byte, v uint64) []byte {
 	for v >= 1e9 {
 		q := v / 1e9
 		r := uint32(v - q*1e9)
-		for range 9 {
-			i--
-			buf[i] = byte('0' + r%10)
-			r /= 10
+		for range 4 {
+			d := r % 100 * 2
+			r /= 100
+			i -= 2
+			buf[i], buf[i+1] = digitPairs[d], digitPairs[d+1]
 		}
+		i--
+		buf[i] = byte('0' + r)
 		v = q
 	}
-	for r := uint32(v); r > 0; r /= 10 {
+	r := uint32(v)
+	for r >= 100 {
+		d := r % 100 * 2
+		r /= 100
+		i -= 2
+		buf[i], buf[i+1] = digitPairs[d], digitPairs[d+1]
+	}
+	if r >= 10 {
+		i -= 2
+		buf[i], buf[i+1] = digitPairs[2*r], digitPairs[2*r+1]
+	} else if r > 0 {
 		i--
-		buf[i] = byte('0' + r%10)
+		buf[i] = byte('0' + r)
 	}
 	return append(b, buf[i:]...)
 }
+
+// digitPairs holds 00 to 99.
+const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
 
 // wall adds the seed format's informational wall-clock field, if known.
 func (e *encoder) wall(typ string, wallMs int64) {

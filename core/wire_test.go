@@ -43,6 +43,9 @@ func TestAppendUint(t *testing.T) {
 	for v := uint64(1); v < math.MaxUint64/7; v *= 7 {
 		vs = append(vs, v, v-1, v+1)
 	}
+	for v := range uint64(1000) { // every length of the last chunk, both ends of a nine-digit one
+		vs = append(vs, v, 1e9-1-v, 1e9+v, 1e18+v)
+	}
 	for _, v := range vs {
 		if got, want := string(appendUint([]byte("x"), v)), "x"+strconv.FormatUint(v, 10); got != want {
 			t.Errorf("appendUint(%d) = %s, want %s", v, got, want)

@@ -450,6 +450,12 @@ func (d *jsonScanner) canonicalStr(m *wireMsg, k wireKey, v []byte) bool {
 		m.named |= bit
 		return true
 	}
+	if k == keyType {
+		if t := knownType(v); t != "" {
+			m.Type = t
+			return true
+		}
+	}
 	for _, c := range v {
 		if c < 0x20 || c >= 0x7f || c == '\\' {
 			return false
@@ -475,6 +481,29 @@ func (d *jsonScanner) canonicalStr(m *wireMsg, k wireKey, v []byte) bool {
 		return false
 	}
 	return true
+}
+
+// knownType returns the message type b names, or "".
+func knownType(b []byte) string {
+	switch string(b) {
+	case typeHeartbeat:
+		return typeHeartbeat
+	case typeAck:
+		return typeAck
+	case typeVote:
+		return typeVote
+	case typeElection:
+		return typeElection
+	case typeLeader:
+		return typeLeader
+	case typeResign:
+		return typeResign
+	case typeConfig:
+		return typeConfig
+	case typeChange:
+		return typeChange
+	}
+	return ""
 }
 
 // jsonScanner reads JSON from p at i. Its methods report false on any
