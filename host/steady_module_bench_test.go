@@ -21,8 +21,8 @@ import (
 // a core's caches). $ELECTCORE_WASM_TRAPTEST names a test build to run
 // instead of building one (before/after comparisons); with
 // $ELECTCORE_PERF_CTL naming the control fifo of a `perf record -D -1
-// --control=fifo:...`, the benchmark enables the profile when its measured
-// window starts (with wazero's perfmap build tag and no compilation cache,
+// --control=fifo:...`, the benchmark profiles its measured windows
+// only (with wazero's perfmap build tag and no compilation cache,
 // the profile names the module's functions by index; host/BENCHMARKS.md).
 func BenchmarkSwarmSteadyModule(b *testing.B) {
 	path := os.Getenv("ELECTCORE_WASM_TRAPTEST")
@@ -69,9 +69,12 @@ func BenchmarkSwarmSteadyModule(b *testing.B) {
 		return ru.Utime.Nano() + ru.Stime.Nano()
 	}
 	mallocs0, bytes0, gcs0, steps0, cpu0 := heap(6), heap(5), heap(4), steps(), cpu()
-	if p := os.Getenv("ELECTCORE_PERF_CTL"); p != "" { // perf record --control=fifo:CTL,ACK -D -1: profile the window only
-		os.WriteFile(p, []byte("enable\n"), 0)
+	perfCtl := func(cmd string) { // perf record --control=fifo:CTL,ACK -D -1: profile the windows only
+		if p := os.Getenv("ELECTCORE_PERF_CTL"); p != "" {
+			os.WriteFile(p, []byte(cmd+"\n"), 0)
+		}
 	}
+	perfCtl("enable")
 	b.ResetTimer()
 	for range b.N {
 		for range 25 {
@@ -79,6 +82,7 @@ func BenchmarkSwarmSteadyModule(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	perfCtl("disable")
 	per := func(v uint64) float64 { return float64(v) / float64(b.N) / 3 }
 	b.ReportMetric(per(heap(6)-mallocs0), "module-allocs/agent/op")
 	b.ReportMetric(per(heap(5)-bytes0), "module-B/agent/op")
