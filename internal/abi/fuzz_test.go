@@ -22,7 +22,7 @@ func FuzzInput(f *testing.F) {
 	f.Add([]byte{0x80})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var in core.Input
-		if _, err := UnmarshalInput(data, &in); err != nil {
+		if err := DecodeInput(data, &in); err != nil {
 			return
 		}
 		e := core.NewEngine()
