@@ -160,6 +160,22 @@ func (s *steadySwarm) settled() bool {
 	return true
 }
 
+// settle steps the swarm until every group is led and known (elections,
+// then priority hand-offs: about two election timeouts of steady contact),
+// then 10 s more, quiet.
+func (s *steadySwarm) settle(tb testing.TB) {
+	tb.Helper()
+	for t := 0; !s.settled(); t++ {
+		if t > 3000 {
+			tb.Fatal("not settled within 60 s of swarm time")
+		}
+		s.tick(20)
+	}
+	for range 500 {
+		s.tick(20)
+	}
+}
+
 // BenchmarkSwarmSteady is the CPU of a settled swarm: three agents (native;
 // wasm-n: on the module) in every one of n groups (default timings, balanced priorities) over a
 // bus without cost, stepped every 20 ms as an agent's aligned wake-ups do.
@@ -181,17 +197,7 @@ func BenchmarkSwarmSteady(b *testing.B) {
 				rt = testRuntime(b)
 			}
 			s := newSteadySwarm(b, run.n, rt)
-			// Settle: elections, then priority hand-offs (about two
-			// election timeouts of steady contact), then quiet.
-			for t := 0; !s.settled(); t++ {
-				if t > 3000 {
-					b.Fatal("not settled within 60 s of swarm time")
-				}
-				s.tick(20)
-			}
-			for range 500 {
-				s.tick(20)
-			}
+			s.settle(b)
 			var in0 uint64
 			for _, ag := range s.agents {
 				in0 += ag.c.in.Load()

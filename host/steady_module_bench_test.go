@@ -38,15 +38,7 @@ func BenchmarkSwarmSteadyModule(b *testing.B) {
 	}
 	defer w.Close(context.Background())
 	s := newSteadySwarm(b, 1000, &testRT{w})
-	for t := 0; !s.settled(); t++ {
-		if t > 3000 {
-			b.Fatal("not settled within 60 s of swarm time")
-		}
-		s.tick(20)
-	}
-	for range 500 {
-		s.tick(20)
-	}
+	s.settle(b)
 	heap := func(what int32) (sum uint64) {
 		for _, ag := range s.agents {
 			v, ok, err := ag.eng.(*wasmhost.Engine).TestHeap(what)
