@@ -117,6 +117,12 @@ type Stats struct {
 	// Echoes: this agent's own publishes that the bus delivered back,
 	// dropped on arrival (not counted in MessagesIn).
 	Echoes uint64
+	// Superseded: received heartbeats and acks not handed to the core
+	// because a newer one of the same member and group took their place
+	// while they waited, the agent being behind (inbox.go, supersedes).
+	// Not counted in MessagesIn nor in Dropped. Rising: the agent is
+	// short of CPU for its groups.
+	Superseded uint64
 	// Coalesced: of the core's payloads, those sent inside envelopes (each
 	// envelope counts once in MessagesOut); CoalescedIn: those received so
 	// and handed to the core (counted in MessagesIn too).
@@ -182,6 +188,9 @@ type Agent struct {
 	// the drops last logged (dropped, of them from members) and when
 	dropsLogged, memberDropsLogged uint64
 	dropsLoggedAt                  time.Time
+	// the superseded messages last logged, and when
+	supersededLogged   uint64
+	supersededLoggedAt time.Time
 }
 
 type request struct {
@@ -542,6 +551,7 @@ func (a *Agent) deliverEnvelope(m transport.Message) {
 	}
 	msgs, from, refused, err := a.coal.receive(a.clock.NowMs(), m.Topic, m.Payload, a.envMsgs[:0])
 	var queuedN, dropped, droppedMember uint64
+	superseded := a.inbox.superseded
 	for _, cm := range msgs {
 		queued, member := a.inbox.addIn(cm, from, a.cfg.MaxPending)
 		switch {
@@ -556,6 +566,7 @@ func (a *Agent) deliverEnvelope(m transport.Message) {
 	}
 	clear(msgs) // it points into the envelope
 	a.envMsgs = msgs[:0]
+	queuedN -= a.inbox.superseded - superseded // replaced, never handed to the core
 	a.mu.Unlock()
 	if err != nil {
 		refused++
@@ -761,8 +772,9 @@ func (a *Agent) step() (more bool) {
 	// there would make it needless): the core holds it, bounded.
 	in.Backlog = more
 	more = more || len(a.reqs) > 0
+	superseded := a.inbox.superseded
 	a.mu.Unlock()
-	a.logDrops()
+	a.logDrops(superseded)
 
 	in.Now, in.Wall = a.clock.NowMs(), time.Now().UnixMilli()
 	a.out.Reset()
@@ -830,8 +842,14 @@ func (a *Agent) countLost(msgs []core.Message) {
 }
 
 // logDrops says, at most once per DropLogInterval, how many received
-// messages were dropped since it last did.
-func (a *Agent) logDrops() {
+// messages were dropped since it last did, and how many were superseded
+// (the inbox's count, superseded).
+func (a *Agent) logDrops(superseded uint64) {
+	if superseded != a.supersededLogged && time.Since(a.supersededLoggedAt) >= a.cfg.DropLogInterval {
+		a.logger.Warn("behind: received heartbeats and acks waited so long that newer ones took their place (short of CPU for this many groups?)",
+			"superseded", superseded-a.supersededLogged, "total", superseded)
+		a.supersededLogged, a.supersededLoggedAt = superseded, time.Now()
+	}
 	d, dm := a.c.dropped.Load(), a.c.droppedMember.Load()
 	if d == a.dropsLogged || time.Since(a.dropsLoggedAt) < a.cfg.DropLogInterval {
 		return
@@ -1016,13 +1034,13 @@ func (a *Agent) checkLeases() {
 // Stats returns the agent's counters.
 func (a *Agent) Stats() Stats {
 	a.mu.Lock()
-	groups := len(a.elections)
+	groups, superseded := len(a.elections), a.inbox.superseded
 	a.mu.Unlock()
 	return Stats{
 		Traps: a.eng.Traps(), Steps: a.c.steps.Load(), MessagesIn: a.c.in.Load(),
 		MessagesOut: a.c.out.Load(), Rejected: a.c.rejected.Load(), Dropped: a.c.dropped.Load(), DroppedFromMembers: a.c.droppedMember.Load(),
 		PersistErrors: a.c.persistErrs.Load(), HeldPublishes: a.c.held.Load(), DuplicateIDs: a.c.dups.Load(), PublishErrors: a.c.publishErrs.Load(),
-		Coalesced: a.c.coalesced.Load(), CoalescedIn: a.c.coalescedIn.Load(), Echoes: a.c.echoes.Load(),
+		Coalesced: a.c.coalesced.Load(), CoalescedIn: a.c.coalescedIn.Load(), Echoes: a.c.echoes.Load(), Superseded: superseded,
 		Groups: groups, Transport: a.cfg.Transport.Stats(),
 	}
 }

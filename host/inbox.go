@@ -31,6 +31,13 @@ type inbox struct {
 	orderHead int
 	pending   int            // messages in lanes
 	taken     []core.Message // take's result, reused: valid until the next take
+	// behind: the last take left messages in the members' lanes (more
+	// than one step takes: the agent is not keeping up). Only then does
+	// a member's newer heartbeat or ack take the place of the one still
+	// waiting at the end of its lane (supersedes); superseded counts
+	// those replaced.
+	behind     bool
+	superseded uint64
 }
 
 // lane is one known member's queue. It exists from the moment the member
@@ -109,8 +116,14 @@ func (in *inbox) addIn(m inMsg, from string, maxShared int) (queued, member bool
 	return in.addShared(m.Message, maxShared), false
 }
 
-// addLane queues m in its sender's lane l.
+// addLane queues m in its sender's lane l. While the agent is behind, m
+// takes the place of the lane's last message if it supersedes it.
 func (in *inbox) addLane(m core.Message, l *lane, maxShared int) bool {
+	if in.behind && l.len() > 0 && supersedes(m.Payload, l.q[len(l.q)-1].Payload) {
+		l.q[len(l.q)-1] = m
+		in.superseded++
+		return true
+	}
 	if l.len() >= memberLane {
 		return in.addShared(m, maxShared)
 	}
@@ -179,6 +192,7 @@ func (in *inbox) take(budget int) []core.Message {
 		out = append(out, m)
 	}
 	in.taken = out
+	in.behind = in.pending > 0
 	// Move the rest to the front once half the array is taken, not at
 	// every step: with 65,536 waiting, a copy per 256-message step cost
 	// more than the step.
@@ -210,4 +224,72 @@ func senderBytes(p []byte) []byte {
 		return nil
 	}
 	return p[:j]
+}
+
+var (
+	heartbeatPrefix = []byte(`{"type":"heartbeat",`)
+	ackPrefix       = []byte(`{"type":"ack",`)
+	incKey          = []byte(`,"inc":`)
+	termKey         = []byte(`,"term":`)
+	seqKey          = []byte(`,"seq":`)
+)
+
+// supersedes reports whether p, a received payload, makes old, the one
+// before it in the same member's lane, needless to the core: both are the
+// core's own heartbeats, or both its acks, of the same group, sender and
+// incarnation (their bytes equal up to the end of "inc"), and p is the
+// later one by (term, seq). A leader's heartbeat carries its whole state
+// (term, seq, value, configuration version), so a follower that gets only
+// the newer one acts as if the older had been lost; an ack of seq s counts
+// its sender for every heartbeat up to s, so the leader loses nothing by
+// the older ack. Everything else (votes, which may answer different
+// candidates, stale replies without a seq, configurations, hand-offs,
+// anything not written by the core) is never replaced. A replay of an
+// older message never replaces a newer one; a forgery with a later seq can
+// (the core then refuses it), but only while the agent is behind, which a
+// non-member's flood does not make it (behind counts the members' lanes
+// only).
+func supersedes(p, old []byte) bool {
+	if !bytes.HasPrefix(p, heartbeatPrefix) && !bytes.HasPrefix(p, ackPrefix) {
+		return false
+	}
+	i := bytes.Index(p, incKey)
+	if i < 0 {
+		return false
+	}
+	end := i + len(incKey)
+	for end < len(p) && p[end] >= '0' && p[end] <= '9' {
+		end++
+	}
+	// p[:end+1] is the type, group, sender and incarnation with the byte
+	// that ends the incarnation's number.
+	if end == i+len(incKey) || end >= len(p) || len(old) <= end || !bytes.Equal(p[:end+1], old[:end+1]) {
+		return false
+	}
+	term, ok1 := numberAfter(p[end:], termKey)
+	seq, ok2 := numberAfter(p[end:], seqKey)
+	oldTerm, ok3 := numberAfter(old[end:], termKey)
+	oldSeq, ok4 := numberAfter(old[end:], seqKey)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return false
+	}
+	return term > oldTerm || term == oldTerm && seq > oldSeq
+}
+
+// numberAfter is the unsigned number right after the first key in p.
+func numberAfter(p, key []byte) (uint64, bool) {
+	i := bytes.Index(p, key)
+	if i < 0 {
+		return 0, false
+	}
+	p = p[i+len(key):]
+	var v uint64
+	n := 0
+	for ; n < len(p) && p[n] >= '0' && p[n] <= '9'; n++ {
+		if n == 19 { // more than any count on the wire
+			return 0, false
+		}
+		v = v*10 + uint64(p[n]-'0')
+	}
+	return v, n > 0
 }

@@ -320,3 +320,130 @@ func BenchmarkInboxForget(b *testing.B) {
 		})
 	}
 }
+
+// TestInboxBehindKeepsEachMembersNewest: while the members' lanes hold more
+// than a step takes, a member's newer heartbeat (or ack) takes the place of
+// the one still waiting at the end of its lane, so the core gets each
+// group's newest and the work per round is one message per lane, however
+// late the agent is; before it, each lane queued every heartbeat, in order,
+// and a starved agent answered heartbeats ever older (its acks earned no
+// lease). A replay, another incarnation, a vote, or anything while the
+// agent keeps up is queued as before.
+func TestInboxBehindKeepsEachMembersNewest(t *testing.T) {
+	const groups = stepMessages + 44
+	hb := func(g int, inc, term, seq int) core.Message {
+		name := fmt.Sprintf("g%03d", g)
+		return core.Message{Topic: core.Topic(name), Payload: []byte(fmt.Sprintf(
+			`{"type":"heartbeat","group":"%s","from":"b","inc":%d,"leader":"b","priority":2,"term":%d,"seq":%d,"committed":true}`, name, inc, term, seq))}
+	}
+	ack := func(g int, seq int) core.Message {
+		name := fmt.Sprintf("g%03d", g)
+		return core.Message{Topic: core.Topic(name), Payload: []byte(fmt.Sprintf(
+			`{"type":"ack","group":"%s","from":"c","inc":9,"priority":1,"leader":"b","term":3,"seq":%d,"leader_inc":7}`, name, seq))}
+	}
+	var in inbox
+	for g := range groups {
+		in.setMembers(core.Topic(fmt.Sprintf("g%03d", g)), []string{"a", "b", "c"})
+	}
+	add := func(m core.Message) {
+		t.Helper()
+		if ok, member := in.add(m, 1000); !ok || !member {
+			t.Fatalf("not queued in a lane: %s", m.Payload)
+		}
+	}
+	// Keeping up: every heartbeat is queued.
+	add(hb(0, 7, 3, 1))
+	add(hb(0, 7, 3, 2))
+	if got := len(in.take(core.MaxBatchBytes / 2)); got != 2 || in.superseded != 0 {
+		t.Fatalf("keeping up: took %d, superseded %d; want 2, 0", got, in.superseded)
+	}
+	// More than a step takes: the agent is behind.
+	for g := range groups {
+		add(hb(g, 7, 3, 3))
+		add(ack(g, 3))
+	}
+	if got := len(in.take(core.MaxBatchBytes / 2)); got != stepMessages || !in.behind {
+		t.Fatalf("took %d (behind %v), want %d and behind", got, in.behind, stepMessages)
+	}
+	for g := range groups {
+		add(hb(g, 7, 3, 4))
+		add(ack(g, 4))
+	}
+	// Of 2×groups lanes, stepMessages were emptied by the take; the others
+	// still held their seq 3, which seq 4 replaced.
+	if want := uint64(2*groups - stepMessages); in.superseded != want {
+		t.Fatalf("superseded %d, want %d", in.superseded, want)
+	}
+	seqs := map[string]int{} // "hb 4": count
+	for in.len() > 0 {
+		for _, m := range in.take(core.MaxBatchBytes / 2) {
+			kind := "hb"
+			if bytes.HasPrefix(m.Payload, []byte(`{"type":"ack"`)) {
+				kind = "ack"
+			}
+			seq, _ := numberAfter(m.Payload, seqKey)
+			seqs[fmt.Sprint(kind, " ", seq)]++
+		}
+	}
+	// The stepMessages taken first were heartbeats and acks of seq 3 (one
+	// each per lane, in turn); every lane then gave its seq 4 once.
+	if seqs["hb 4"] != groups || seqs["ack 4"] != groups || seqs["hb 3"]+seqs["ack 3"] != 0 {
+		t.Fatalf("taken after the first step: %v; want %d heartbeats and %d acks of seq 4 only", seqs, groups, groups)
+	}
+	if in.behind {
+		t.Fatal("still behind with nothing waiting")
+	}
+
+	// Behind again (group 0's lane of b holding a heartbeat behind
+	// stepMessages others); what never replaces it:
+	for g := range groups {
+		add(hb(g, 7, 3, 5))
+	}
+	in.take(core.MaxBatchBytes / 2)
+	last := groups - 1
+	before := in.superseded
+	for _, m := range []core.Message{
+		hb(last, 7, 3, 4), // a replay of an older one
+		hb(last, 8, 3, 6), // another incarnation (a second process with b's id)
+		{Topic: core.Topic(fmt.Sprintf("g%03d", last)), Payload: []byte(fmt.Sprintf( // a vote
+			`{"type":"vote","group":"g%03d","from":"b","inc":7,"term":4,"candidate":"c","granted":true}`, last))},
+	} {
+		add(m)
+	}
+	if in.superseded != before {
+		t.Fatalf("%d replaced", in.superseded-before)
+	}
+	// Only a lane's last message is ever replaced, so nothing is
+	// reordered: a later heartbeat behind the vote is queued after it.
+	add(hb(last, 7, 4, 1))
+	if in.superseded != before {
+		t.Fatal("a heartbeat replaced a vote")
+	}
+}
+
+func TestSupersedes(t *testing.T) {
+	const h = `{"type":"heartbeat","group":"g","from":"b","inc":7,"leader":"b","priority":2,`
+	for _, c := range []struct {
+		p, old string
+		want   bool
+	}{
+		{h + `"term":3,"seq":5}`, h + `"term":3,"seq":4}`, true},
+		{h + `"term":4,"seq":1}`, h + `"term":3,"seq":4}`, true},
+		{h + `"term":3,"seq":4}`, h + `"term":3,"seq":4}`, false}, // a duplicate
+		{h + `"term":3,"seq":4}`, h + `"term":3,"seq":5}`, false},
+		{h + `"term":2,"seq":9}`, h + `"term":3,"seq":5}`, false},
+		{h + `"term":3}`, h + `"term":3,"seq":4}`, false},
+		{`{"type":"heartbeat","group":"g","from":"b","inc":71,"leader":"b","term":3,"seq":5}`, h + `"term":3,"seq":4}`, false},
+		{`{"type":"heartbeat","group":"h","from":"b","inc":7,"leader":"b","priority":2,"term":3,"seq":5}`, h + `"term":3,"seq":4}`, false},
+		{`{"type":"leader","group":"g","from":"b","inc":7,"leader":"b","priority":2,"term":3,"seq":5}`, `{"type":"leader","group":"g","from":"b","inc":7,"leader":"b","priority":2,"term":3,"seq":4}`, false},
+		{`{"type":"ack","group":"g","from":"c","inc":9,"priority":1,"leader":"b","term":3,"seq":5,"leader_inc":7}`, `{"type":"ack","group":"g","from":"c","inc":9,"priority":1,"leader":"b","term":3,"seq":4,"leader_inc":7}`, true},
+		{`{"type":"ack","group":"g","from":"c","inc":9,"priority":1,"leader":"b","term":4}`, `{"type":"ack","group":"g","from":"c","inc":9,"priority":1,"leader":"b","term":3,"seq":4,"leader_inc":7}`, false}, // a stale reply
+		{`{"type":"ack","group":"g","from":"c","inc":9,"priority":1,"leader":"b","term":3,"seq":5}`, h + `"term":3,"seq":4}`, false},
+		{`{"type":"heartbeat","group":"g","from":"b","inc":`, `{"type":"heartbeat","group":"g","from":"b","inc":`, false},
+		{h + `"term":3,"seq":99999999999999999999}`, h + `"term":3,"seq":4}`, false},
+	} {
+		if got := supersedes([]byte(c.p), []byte(c.old)); got != c.want {
+			t.Errorf("supersedes(%s, %s) = %v, want %v", c.p, c.old, got, c.want)
+		}
+	}
+}
