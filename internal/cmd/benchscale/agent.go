@@ -195,7 +195,7 @@ func runAgent(args []string) error {
 			}
 		case <-tick.C:
 			st := ag.Stats()
-			line(fmt.Sprintf("C %d %d %d %d", now(), st.MessagesIn, st.MessagesOut, st.Dropped))
+			line(fmt.Sprintf("C %d %d %d %d %d", now(), st.MessagesIn, st.MessagesOut, st.Dropped, st.Steps))
 			if ticks++; *verbose && ticks%5 == 0 {
 				describe(*id, st, els)
 			}

@@ -19,8 +19,10 @@
 //     not found it lost since);
 //   - steady CPU of each agent and of the broker (% of one core) over a
 //     window after a settling pause (the probes paused), the agents' RSS,
-//     the broker's messages per second (published into it / delivered out
-//     of it, from the agents' counters), and the new leaders reported in
+//     their publishes per second (an envelope counts once) and the
+//     payloads they handed their cores, the batches each core stepped per
+//     second (a step costs the host far more than a payload), and the new
+//     leaders reported in
 //     the window (0 when the groups are settled), and the campaigns the
 //     agents started and the new terms led, per minute, in the window (an
 //     election storm shows here);
@@ -193,9 +195,10 @@ type result struct {
 	BrokerCPU   float64   `json:"broker_cpu_pct"`
 	AgentRSSMiB []float64 `json:"agent_rss_mib"`
 	BrokerRSS   float64   `json:"broker_rss_mib"`
-	MsgsInPerS  float64   `json:"broker_msgs_in_per_s"`  // published by the agents
-	MsgsOutPerS float64   `json:"broker_msgs_out_per_s"` // delivered to the agents
+	MsgsInPerS  float64   `json:"broker_msgs_in_per_s"`  // the agents' publishes (an envelope counts once)
+	MsgsOutPerS float64   `json:"broker_msgs_out_per_s"` // payloads the agents handed their cores
 	Dropped     uint64    `json:"dropped"`               // received messages the agents dropped (queue full)
+	StepsPerS   float64   `json:"steps_per_s"`           // batches each agent's core stepped, per second (mean)
 	Leaders     []int     `json:"leaders_per_agent"`
 	// LeaderReports counts the agents' OnNewLeader calls in the window: 0
 	// when every group is settled; churning groups report new leaders.
@@ -232,6 +235,7 @@ type agentProc struct {
 	ready   int64    // ms, 0 until every group is joined
 	in, out uint64   // its counters at ctrAt
 	dropped uint64
+	steps   uint64 // batches its core stepped
 	ctrAt   int64
 	dead    bool
 	// campaigns: the last E line's count, and when.
@@ -247,7 +251,7 @@ type event struct {
 	group int
 	who   string
 	a, b  uint64
-	c     uint64
+	c, d  uint64
 	term  uint64
 	err   error
 }
@@ -401,7 +405,7 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 			a.leader[ev.group] = ""
 			update(ev.group)
 		case "C":
-			a.in, a.out, a.dropped, a.ctrAt = ev.a, ev.b, ev.c, ev.ms
+			a.in, a.out, a.dropped, a.steps, a.ctrAt = ev.a, ev.b, ev.c, ev.d, ev.ms
 		case "eof":
 			if !a.dead {
 				return fmt.Errorf("agent %s exited (its stderr above says why)", a.id)
@@ -540,6 +544,7 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 	if dt := float64(ctr1.at-ctr0.at) / 1000; dt > 0 {
 		res.MsgsInPerS = math.Round(float64(ctr1.out-ctr0.out) / dt)
 		res.MsgsOutPerS = math.Round(float64(ctr1.in-ctr0.in) / dt)
+		res.StepsPerS = math.Round(float64(ctr1.steps-ctr0.steps) / dt / float64(len(agents)))
 	}
 	res.Dropped = ctr1.dropped
 	res.LeaderReports = leaderReports - reports0
@@ -550,8 +555,8 @@ func runOne(self string, o options, groups int, coreName string) (res result, er
 		return res, err
 	}
 	res.Leaders = leadersPerAgent(ids, agreed)
-	logf("   steady: agents %v %% CPU, broker %.1f %%; leaders %v; %d new leaders reported in the window; %.1f campaigns and %.1f new terms led per minute (%d campaigns before)",
-		res.AgentCPU, res.BrokerCPU, res.Leaders, res.LeaderReports, res.CampaignsPerMin, res.ElectedPerMin, res.StartCampaigns)
+	logf("   steady: agents %v %% CPU, broker %.1f %%, %.0f steps/s per agent; leaders %v; %d new leaders reported in the window; %.1f campaigns and %.1f new terms led per minute (%d campaigns before)",
+		res.AgentCPU, res.BrokerCPU, res.StepsPerS, res.Leaders, res.LeaderReports, res.CampaignsPerMin, res.ElectedPerMin, res.StartCampaigns)
 	if res.LedS < 0 {
 		// Unsettled groups cannot fail over in any measurable way.
 		return res, nil
@@ -662,10 +667,11 @@ func readAgent(i int, r io.Reader, events chan<- event, quit <-chan struct{}) {
 			ev.term, _ = strconv.ParseUint(f[4], 10, 64)
 		case f[0] == "E" && len(f) == 3:
 			ev.a, _ = strconv.ParseUint(f[2], 10, 64)
-		case f[0] == "C" && len(f) == 5:
+		case f[0] == "C" && len(f) == 6:
 			ev.a, _ = strconv.ParseUint(f[2], 10, 64)
 			ev.b, _ = strconv.ParseUint(f[3], 10, 64)
 			ev.c, _ = strconv.ParseUint(f[4], 10, 64)
+			ev.d, _ = strconv.ParseUint(f[5], 10, 64)
 		case f[0] == "U" && len(f) == 3:
 			ev.group, _ = strconv.Atoi(f[2])
 		case f[0] == "ready":
@@ -684,8 +690,8 @@ func readAgent(i int, r io.Reader, events chan<- event, quit <-chan struct{}) {
 }
 
 type ctrSum struct {
-	in, out, dropped uint64
-	at               int64 // the latest counter line's time
+	in, out, dropped, steps uint64
+	at                      int64 // the latest counter line's time
 }
 
 func counters(agents []*agentProc) ctrSum {
@@ -694,6 +700,7 @@ func counters(agents []*agentProc) ctrSum {
 		s.in += a.in
 		s.out += a.out
 		s.dropped += a.dropped
+		s.steps += a.steps
 		s.at = max(s.at, a.ctrAt)
 	}
 	return s
@@ -776,8 +783,8 @@ func logf(format string, a ...any) {
 func (r report) table(w io.Writer) {
 	fmt.Fprintf(w, "%d agents on %d CPUs, %s priorities, %d busy loops; load average (1, 5, 15 min) %s before, %s after; settle %.0f s, window %.0f s\n\n",
 		r.Agents, r.CPUs, r.Priority, r.Burn, r.LoadBefore, r.LoadAfter, r.SettleS, r.WindowS)
-	fmt.Fprintln(w, "| G groups | load at start | all groups led, known by all | steady CPU per agent (one core = 100 %) | broker CPU | RSS per agent | broker msgs/s in / out | leaders per agent | new leaders reported in the window | campaigns / new terms led per minute in the window (before it) | kill -9 of the busiest agent → re-led p50 / p99 / max | leaders after |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintln(w, "| G groups | load at start | all groups led, known by all | steady CPU per agent (one core = 100 %) | broker CPU | RSS per agent | publishes / payloads to the cores per s (all agents) | steps/s per agent | leaders per agent | new leaders reported in the window | campaigns / new terms led per minute in the window (before it) | kill -9 of the busiest agent → re-led p50 / p99 / max | leaders after |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, x := range r.Runs {
 		led := fmt.Sprintf("not within the timeout (joined %.1f s)", x.JoinedS)
 		if x.LedS >= 0 {
@@ -789,9 +796,9 @@ func (r report) table(w io.Writer) {
 		} else if x.FailoverDone < x.FailoverN {
 			fo = fmt.Sprintf("%d of %d groups re-led within the timeout", x.FailoverDone, x.FailoverN)
 		}
-		fmt.Fprintf(w, "| %d, %s | %s | %s | %s | %.1f %% | %s MiB | %.0f / %.0f | %v | %d | %.1f / %.1f (%d) | %s | %v |\n",
+		fmt.Fprintf(w, "| %d, %s | %s | %s | %s | %.1f %% | %s MiB | %.0f / %.0f | %.0f | %v | %d | %.1f / %.1f (%d) | %s | %v |\n",
 			x.Groups, x.Core, x.Load, led, spread(x.AgentCPU, " %"), x.BrokerCPU, spread(x.AgentRSSMiB, ""),
-			x.MsgsInPerS, x.MsgsOutPerS, x.Leaders, x.LeaderReports, x.CampaignsPerMin, x.ElectedPerMin, x.StartCampaigns, fo, x.LeadersAfter)
+			x.MsgsInPerS, x.MsgsOutPerS, x.StepsPerS, x.Leaders, x.LeaderReports, x.CampaignsPerMin, x.ElectedPerMin, x.StartCampaigns, fo, x.LeadersAfter)
 	}
 }
 
