@@ -34,6 +34,11 @@ func (g *group) leaseOver(now int64) bool {
 	return g.cfg.Mode == ModeQuorum && g.role == RoleLeader && now >= g.stepDownAt
 }
 
+// heartbeatDue reports a quorum leader whose tick now sends a heartbeat.
+func (g *group) heartbeatDue(now int64) bool {
+	return g.cfg.Mode == ModeQuorum && g.role == RoleLeader && !g.leaseOver(now) && now >= g.heartbeatAt
+}
+
 // campaignNow answers CmdCampaign.
 func (g *group) campaignNow(e *Engine) string {
 	if g.role == RoleLeader {
