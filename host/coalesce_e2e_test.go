@@ -105,6 +105,17 @@ func TestCoalescedGroupsOverNATS(t *testing.T) {
 			return st.Coalesced > before.Coalesced && st.CoalescedIn > before.CoalescedIn
 		})
 	}
+	// Every group has two followers, each hearing the other's acks: at
+	// least two agents follow a group and thin those acks.
+	transporttest.WaitFor(t, "two agents thin the other follower's acks", func() bool {
+		n := 0
+		for _, ma := range mas {
+			if ma.ag.Stats().Thinned > 0 {
+				n++
+			}
+		}
+		return n >= 2
+	})
 	busiest := mas[0]
 	for _, ma := range mas {
 		if leaders[ma.id] > leaders[busiest.id] {

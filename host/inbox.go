@@ -38,7 +38,25 @@ type inbox struct {
 	// those replaced.
 	behind     bool
 	superseded uint64
+	// thin: per topic, what thins its acks addressed to other leaders
+	// (thinAcks); now: the time of the messages being added; thinned
+	// counts the acks thinned.
+	thin    map[string]*ackThinning
+	now     int64
+	thinned uint64
 }
+
+// ackThinning is one group's: this agent's id in it, and how often one ack
+// of each member addressed to another leader goes to the core.
+type ackThinning struct {
+	self    string
+	everyMs int64
+}
+
+// thinGroups: an agent in fewer groups thins no ack. A few groups' acks
+// cost nothing worth saving, and a member's last-heard time, which
+// status reports, stays within a heartbeat interval.
+const thinGroups = coalesceGroups
 
 // lane is one known member's queue. It exists from the moment the member
 // is known and keeps its array when emptied: in the steady state a lane
@@ -48,9 +66,48 @@ type lane struct {
 	q    []core.Message // from head on
 	head int
 	gone bool // its group was left (forget): take skips it
+	// thin is its group's (thinAcks); otherAckAt: when an ack of this
+	// member's addressed to another leader last went to the core, if
+	// otherAckPassed.
+	thin           *ackThinning
+	otherAckAt     int64
+	otherAckPassed bool
 }
 
 func (l *lane) len() int { return len(l.q) - l.head }
+
+// otherAck reports whether p, a payload of l's member, goes to the core at
+// now. Every payload does but an ack of a heartbeat (seq above 0) that
+// names another member as its leader, when one such ack of the member's
+// went to the core less than everyMs (half an election timeout) ago. A
+// follower's core uses a fellow follower's acks only to count it live
+// (heard within two election timeouts: the rank that orders their
+// campaigns) and to learn its priority, and one ack per half an election
+// timeout keeps both as they were; the leader they are for gets every
+// one. In a settled group of three, the other follower's acks were a third
+// of the payloads each follower's core read. Thinning is loss, which the
+// core is built for; a stale reply (seq 0, which may carry a later term)
+// is never thinned. With authentication on, an ack forged in the member's
+// name can take the slot of a genuine one (the core then refuses the
+// forgery): the member may then count as not live for this follower,
+// which changes only when it campaigns.
+func (l *lane) otherAck(p []byte, now int64) bool {
+	if !bytes.HasPrefix(p, ackPrefix) {
+		return true
+	}
+	leader := valueAfter(p, leaderKey)
+	if leader == nil || string(leader) == l.thin.self {
+		return true
+	}
+	if seq, ok := numberAfter(p, seqKey); !ok || seq == 0 {
+		return true
+	}
+	if l.otherAckPassed && now-l.otherAckAt < l.thin.everyMs {
+		return false
+	}
+	l.otherAckPassed, l.otherAckAt = true, now
+	return true
+}
 
 // memberLane bounds one member's queue: about 25 s of its heartbeats or
 // acks at the default interval, far more than a step takes.
@@ -69,8 +126,22 @@ func (in *inbox) setMembers(topic string, ids []string) {
 	}
 	for _, id := range ids {
 		if m[id] == nil {
-			m[id] = &lane{}
+			m[id] = &lane{thin: in.thin[topic]}
 		}
+	}
+}
+
+// thinAcks has topic's acks addressed to another leader than self thinned
+// to one per member and everyMs (otherAck), for its lanes known and to
+// come.
+func (in *inbox) thinAcks(topic, self string, everyMs int64) {
+	if in.thin == nil {
+		in.thin = map[string]*ackThinning{}
+	}
+	t := &ackThinning{self: self, everyMs: everyMs}
+	in.thin[topic] = t
+	for _, l := range in.topics[topic] {
+		l.thin = t
 	}
 }
 
@@ -85,6 +156,7 @@ func (in *inbox) forget(topic string) {
 		l.q, l.head, l.gone = nil, 0, true
 	}
 	delete(in.topics, topic)
+	delete(in.thin, topic)
 }
 
 // member reports whether from is a known member of topic.
@@ -116,9 +188,15 @@ func (in *inbox) addIn(m inMsg, from string, maxShared int) (queued, member bool
 	return in.addShared(m.Message, maxShared), false
 }
 
-// addLane queues m in its sender's lane l. While the agent is behind, m
-// takes the place of the lane's last message if it supersedes it.
+// addLane queues m in its sender's lane l, unless it is an ack thinned
+// (otherAck; reported as queued, and counted in thinned). While the agent
+// is behind, m takes the place of the lane's last message if it
+// supersedes it.
 func (in *inbox) addLane(m core.Message, l *lane, maxShared int) bool {
+	if l.thin != nil && len(in.topics) >= thinGroups && !l.otherAck(m.Payload, in.now) {
+		in.thinned++
+		return true
+	}
 	if in.behind && l.len() > 0 && supersedes(m.Payload, l.q[len(l.q)-1].Payload) {
 		l.q[len(l.q)-1] = m
 		in.superseded++
@@ -274,6 +352,24 @@ func supersedes(p, old []byte) bool {
 		return false
 	}
 	return term > oldTerm || term == oldTerm && seq > oldSeq
+}
+
+var leaderKey = []byte(`,"leader":"`)
+
+// valueAfter is the plain string right after the first key in p (which
+// ends with its opening quote), or nil if there is none or it holds an
+// escape.
+func valueAfter(p, key []byte) []byte {
+	i := bytes.Index(p, key)
+	if i < 0 {
+		return nil
+	}
+	p = p[i+len(key):]
+	j := bytes.IndexByte(p, '"')
+	if j < 0 || bytes.IndexByte(p[:j], '\\') >= 0 {
+		return nil
+	}
+	return p[:j]
 }
 
 // numberAfter is the unsigned number right after the first key in p.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -445,5 +446,53 @@ func TestSupersedes(t *testing.T) {
 		if got := supersedes([]byte(c.p), []byte(c.old)); got != c.want {
 			t.Errorf("supersedes(%s, %s) = %v, want %v", c.p, c.old, got, c.want)
 		}
+	}
+}
+
+// In an agent of thinGroups groups or more, a follower's core gets one ack
+// per half an election timeout of each member that addresses another
+// leader; every ack addressed to this agent, every stale reply (seq 0) and
+// every other message goes to it. With fewer groups nothing is thinned.
+func TestOtherFollowersAcksThinned(t *testing.T) {
+	var in inbox
+	for i := range thinGroups {
+		g := core.Topic("g" + strconv.Itoa(i))
+		in.thinAcks(g, "a", 1000)
+		in.setMembers(g, []string{"a", "b", "c"})
+	}
+	g := core.Topic("g0")
+	ack := func(from, leader string, seq int) core.Message {
+		return core.Message{Topic: g, Payload: []byte(`{"type":"ack","group":"g0","from":"` + from + `","inc":7,"priority":3,"leader":"` + leader + `","term":2,"seq":` + strconv.Itoa(seq) + `,"leader_inc":9}`)}
+	}
+	hb := core.Message{Topic: g, Payload: []byte(`{"type":"heartbeat","group":"g0","from":"b","inc":7,"leader":"b","term":2,"seq":4}`)}
+	for i, step := range []struct {
+		now    int64
+		m      core.Message
+		passed bool
+	}{
+		{0, ack("b", "c", 5), true},    // the first goes to the core
+		{400, ack("b", "c", 6), false}, // within 1000 ms of it: thinned
+		{400, ack("c", "b", 6), true},  // another member's: its own slot
+		{500, ack("b", "a", 6), true},  // addressed to this agent
+		{500, hb, true},
+		{600, ack("b", "c", 0), true},   // a stale reply
+		{999, ack("b", "c", 7), false},  // still within 1000 ms
+		{1000, ack("b", "c", 8), true},  // half an election timeout on
+		{1500, ack("b", "c", 9), false}, // thinned again
+	} {
+		in.now = step.now
+		before, pending := in.thinned, in.pending
+		if queued, member := in.add(step.m, 1000); !queued || !member {
+			t.Fatalf("step %d: not queued in a member's lane", i)
+		}
+		if passed := in.pending > pending; passed != step.passed || (in.thinned > before) == step.passed {
+			t.Fatalf("step %d at %d: passed %v (want %v), thinned %d", i, step.now, passed, step.passed, in.thinned-before)
+		}
+	}
+	in.forget(core.Topic("g1")) // one group fewer than thinGroups: nothing thinned
+	in.now = 1600
+	before := in.pending
+	if in.add(ack("b", "c", 10), 1000); in.pending != before+1 {
+		t.Fatal("an ack thinned in an agent of fewer than thinGroups groups")
 	}
 }
