@@ -316,6 +316,8 @@ func (r *Runner) loop(ctx context.Context, delay int64) {
 			}
 			for _, k := range kinds {
 				if _, err := r.call(sctx, "hd_command", g, uint64(k), uint64(len(g)), 0); err != nil && !isModuleError(err) {
+					// A trap: the instance is gone, and with it the group.
+					r.logger.Error("shutdown: wasm trap", "command", k.String(), "err", err)
 					break
 				}
 			}
