@@ -50,7 +50,10 @@ type statusJSON struct {
 	Dropped            uint64 `json:"dropped"`
 	DroppedFromMembers uint64 `json:"dropped_from_members"`
 	TransportDropped   uint64 `json:"transport_dropped"`
-	LastDuplicateID    string `json:"last_duplicate_id,omitempty"`
+	// Heartbeats and acks a newer one replaced while the agent was behind
+	// (host.Stats.Superseded).
+	Superseded      uint64 `json:"superseded"`
+	LastDuplicateID string `json:"last_duplicate_id,omitempty"`
 }
 
 // healthJSON is the health check's verdict: unhealthy, the agent does not
@@ -244,6 +247,7 @@ func newHTTPHandler(st *agentState, status func() (core.Status, bool), gt *gate,
 		if stats != nil {
 			as := stats()
 			sj.Dropped, sj.DroppedFromMembers, sj.TransportDropped = as.Dropped, as.DroppedFromMembers, as.Transport.Dropped
+			sj.Superseded = as.Superseded
 		}
 		enc.Encode(sj)
 	})

@@ -337,6 +337,10 @@ type manyStatusJSON struct {
 	DuplicateIDs uint64          `json:"duplicate_ids"`
 	List         []groupLineJSON `json:"list"`
 	Dropped      uint64          `json:"dropped"` // received messages dropped unseen (all groups)
+	// Superseded and thinned: heartbeats and acks not handed to the
+	// cores (host.Stats.Superseded, Thinned), all groups.
+	Superseded uint64 `json:"superseded"`
+	Thinned    uint64 `json:"thinned"`
 }
 
 type groupLineJSON struct {
@@ -472,7 +476,8 @@ func newManyHandler(id string, members []*member, clock host.Clock, et time.Dura
 			s.List = append(s.List, l)
 		}
 		if st := members[0].st; st.stats != nil {
-			s.Dropped = st.stats().Dropped
+			as := st.stats()
+			s.Dropped, s.Superseded, s.Thinned = as.Dropped, as.Superseded, as.Thinned
 		}
 		enc.Encode(s)
 	})

@@ -1090,5 +1090,6 @@ func agentSnapshot(as host.Stats) metrics.Snapshot {
 		Rejected:    as.Rejected + as.Transport.Rejected,
 		PublishErrs: as.PublishErrors, Traps: as.Traps, DuplicateIDs: as.DuplicateIDs,
 		Dropped: as.Dropped, DroppedFromMembers: as.DroppedFromMembers, TransportDropped: as.Transport.Dropped,
+		Superseded: as.Superseded, Thinned: as.Thinned,
 	}
 }

@@ -36,8 +36,12 @@ type Snapshot struct {
 	// own queue was full: a flood in its name).
 	DroppedFromMembers uint64
 	TransportDropped   uint64 // messages the transport dropped (NATS: slow consumer)
-	CmdStarts          uint64 // leader-only command starts
-	CmdKills           uint64 // leader-only command stops that needed SIGKILL
+	// Superseded: members' heartbeats and acks a newer one replaced while
+	// the agent was behind; Thinned: acks addressed to another leader not
+	// handed to the core (agents of 16 groups or more). host.Stats says more.
+	Superseded, Thinned uint64
+	CmdStarts           uint64 // leader-only command starts
+	CmdKills            uint64 // leader-only command stops that needed SIGKILL
 	// Quorum mode's configuration: its index, its size, whether it is known
 	// to be committed, and whether this agent is in it.
 	ConfIndex     uint64
@@ -152,6 +156,8 @@ func newSnapshotCollector(labels prometheus.Labels, source func() Snapshot, many
 		{d("messages_rejected_total", "Messages refused: malformed, wrong group, stale term, unparseable."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.Rejected) }},
 		{d("messages_dropped_total", "Received messages dropped unseen because too many were waiting for the core (a flood on the bus); members' messages have queues of their own."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.Dropped) }},
 		{d("member_messages_dropped_total", "Of messages_dropped_total, those in a known member's name: its own queue was full (a flood in its name)."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.DroppedFromMembers) }},
+		{d("messages_superseded_total", "Members' heartbeats and acks never handed to the core because a newer one of the same member and group replaced them while the agent was behind (short of CPU)."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.Superseded) }},
+		{d("acks_thinned_total", "Acks addressed to another leader not handed to the core: one per member and half an election timeout is (agents of 16 groups or more)."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.Thinned) }},
 		{d("transport_messages_dropped_total", "Messages the transport dropped before the agent saw them (NATS: a subscription's pending buffer full)."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.TransportDropped) }},
 		{d("publish_errors_total", "Publishes that failed."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.PublishErrs) }},
 		{d("wasm_traps_total", "WebAssembly traps recovered by re-instantiating the module."), prometheus.CounterValue, func(s Snapshot) float64 { return float64(s.Traps) }},

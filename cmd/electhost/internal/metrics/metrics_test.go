@@ -15,7 +15,7 @@ func TestExposition(t *testing.T) {
 	var scrapes atomic.Int32
 	m := New("g1", "a", func() Snapshot {
 		scrapes.Add(1)
-		return Snapshot{Elections: 3, Term: 9, IsLeader: true, MessagesIn: 100, MessagesOut: 50, Rejected: 2, Traps: 1, DuplicateIDs: 4, Dropped: 11, DroppedFromMembers: 6, TransportDropped: 13,
+		return Snapshot{Elections: 3, Term: 9, IsLeader: true, MessagesIn: 100, MessagesOut: 50, Rejected: 2, Traps: 1, DuplicateIDs: 4, Dropped: 11, DroppedFromMembers: 6, TransportDropped: 13, Superseded: 14, Thinned: 15,
 			ConfIndex: 7, ConfMembers: 5, ConfCommitted: true, Voter: true, Drained: true, Checked: true}
 	})
 	m.LeaderChanged()
@@ -35,6 +35,8 @@ func TestExposition(t *testing.T) {
 		`electcore_messages_dropped_total{group="g1",id="a"} 11`,
 		`electcore_member_messages_dropped_total{group="g1",id="a"} 6`,
 		`electcore_transport_messages_dropped_total{group="g1",id="a"} 13`,
+		`electcore_messages_superseded_total{group="g1",id="a"} 14`,
+		`electcore_acks_thinned_total{group="g1",id="a"} 15`,
 		`electcore_config_index{group="g1",id="a"} 7`,
 		`electcore_config_members{group="g1",id="a"} 5`,
 		`electcore_config_committed{group="g1",id="a"} 1`,
