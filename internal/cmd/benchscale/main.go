@@ -99,7 +99,7 @@ func run(args []string) error {
 	fs.StringVar(&groups, "groups", "100,1000", "comma-separated group counts, one run each")
 	fs.StringVar(&cores, "cores", "wasm,native", "comma-separated: wasm (the module under wazero) and/or native (host.NewNativeAgent)")
 	fs.StringVar(&o.electhost, "electhost", "bin/electhost", "the electhost binary whose broker subcommand serves NATS")
-	fs.DurationVar(&o.settle, "settle", 3*time.Second, "pause after every group is led before measuring")
+	fs.DurationVar(&o.settle, "settle", 30*time.Second, "pause after every group is led before measuring (the agents' first heap growth and collections fall in it)")
 	fs.DurationVar(&o.window, "window", 10*time.Second, "steady-state measuring window")
 	fs.DurationVar(&o.convergeTimeout, "converge-timeout", 120*time.Second, "give up waiting for every group to be led")
 	fs.DurationVar(&o.failoverTimeout, "failover-timeout", 60*time.Second, "give up waiting for the killed agent's groups to be led again")
