@@ -292,16 +292,10 @@ func senderOf(p []byte) string { return string(senderBytes(p)) }
 
 // senderBytes is senderOf without a copy: the name within p, or nil.
 func senderBytes(p []byte) []byte {
-	i := bytes.Index(p, fromKey)
-	if i < 0 {
-		return nil
+	if v := valueAfter(p, fromKey); len(v) > 0 && len(v) <= core.MaxIDLen {
+		return v
 	}
-	p = p[i+len(fromKey):]
-	j := bytes.IndexByte(p, '"')
-	if j <= 0 || j > core.MaxIDLen || bytes.IndexByte(p[:j], '\\') >= 0 {
-		return nil
-	}
-	return p[:j]
+	return nil
 }
 
 var (
