@@ -123,10 +123,13 @@ type Stats struct {
 	// Not counted in MessagesIn nor in Dropped. Rising: the agent is
 	// short of CPU for its groups.
 	Superseded uint64
-	// Thinned: received acks addressed to another leader, not handed to
-	// the core because one of the same member and group went to it less
-	// than half an election timeout before, in an agent of 16 groups or
-	// more (inbox.go, otherAck). Not counted in MessagesIn nor in Dropped.
+	// Thinned: received acks not handed to the core, in an agent of 16
+	// groups or more (inbox.go, passAck): addressed to another leader when
+	// one of the same member and group went to it less than an election
+	// timeout before; addressed to this agent when the heartbeat it acks
+	// had the acks its majority needs and one of the member's went to the
+	// core less than one and a half heartbeat intervals before. Not
+	// counted in MessagesIn nor in Dropped.
 	Thinned uint64
 	// Coalesced: of the core's payloads, those sent inside envelopes (each
 	// envelope counts once in MessagesOut); CoalescedIn: those received so
@@ -449,7 +452,7 @@ func (a *Agent) prepareJoin(cfg core.Config, cb Callbacks, drained bool) (*pendi
 	a.elections[cfg.Group] = el
 	// Known before the subscription delivers anything: the members' own
 	// queues (inbox.go).
-	a.inbox.thinAcks(core.Topic(cfg.Group), cfg.ID, timed.ElectionTimeoutMs/2)
+	a.inbox.thinAcks(core.Topic(cfg.Group), cfg.ID, timed.ElectionTimeoutMs, timed.Mode != core.ModeBully, timed.HeartbeatMs)
 	a.inbox.setMembers(core.Topic(cfg.Group), cfg.Members)
 	a.inbox.setMembers(core.Topic(cfg.Group), st.Members)
 	a.coal.join(cfg.Group, cfg.ID, cfg.Members).lanes = a.inbox.lanes(core.Topic(cfg.Group))

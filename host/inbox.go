@@ -46,11 +46,29 @@ type inbox struct {
 	thinned uint64
 }
 
-// ackThinning is one group's: this agent's id in it, and how often one ack
-// of each member addressed to another leader goes to the core.
+// ackThinning is one group's: this agent's id in it, how often one ack of
+// each member addressed to another leader goes to the core, and (quorum
+// groups) its heartbeat interval, the members known (its lanes, with this
+// agent) and the heartbeat whose acks addressed to this agent are being
+// counted: its term and seq, when counting began, and how many of its
+// acks went to the core.
 type ackThinning struct {
-	self    string
-	everyMs int64
+	self        string
+	everyMs     int64
+	quorum      bool
+	heartbeatMs int64
+	members     int
+	term, seq   uint64
+	at          int64
+	acks        int
+}
+
+// count sets t.members from topic's lanes m.
+func (t *ackThinning) count(m map[string]*lane) {
+	t.members = len(m)
+	if m[t.self] == nil {
+		t.members++
+	}
 }
 
 // thinGroups: an agent in fewer groups thins no ack. A few groups' acks
@@ -68,44 +86,93 @@ type lane struct {
 	gone bool // its group was left (forget): take skips it
 	// thin is its group's (thinAcks); otherAckAt: when an ack of this
 	// member's addressed to another leader last went to the core, if
-	// otherAckPassed.
+	// otherAckPassed; ownAckAt, ownAckPassed: the same of its acks
+	// addressed to this agent (ownAck).
 	thin           *ackThinning
 	otherAckAt     int64
 	otherAckPassed bool
+	ownAckAt       int64
+	ownAckPassed   bool
 }
 
 func (l *lane) len() int { return len(l.q) - l.head }
 
-// otherAck reports whether p, a payload of l's member, goes to the core at
-// now. Every payload does but an ack of a heartbeat (seq above 0) that
-// names another member as its leader, when one such ack of the member's
-// went to the core less than everyMs (half an election timeout) ago. A
-// follower's core uses a fellow follower's acks only to count it live
-// (heard within two election timeouts: the rank that orders their
-// campaigns) and to learn its priority, and one ack per half an election
-// timeout keeps both as they were; the leader they are for gets every
-// one. In a settled group of three, the other follower's acks were a third
-// of the payloads each follower's core read. Thinning is loss, which the
-// core is built for; a stale reply (seq 0, which may carry a later term)
-// is never thinned. With authentication on, an ack forged in the member's
-// name can take the slot of a genuine one (the core then refuses the
-// forgery): the member may then count as not live for this follower,
-// which changes only when it campaigns.
-func (l *lane) otherAck(p []byte, now int64) bool {
+// passAck reports whether p, a payload of l's member, goes to the core at
+// now. Every payload does but some acks of heartbeats (seq above 0):
+// those addressed to another leader (otherAck) and, in a quorum group,
+// some addressed to this agent (ownAck). A stale reply (seq 0, which may
+// carry a later term) is never thinned. Thinning is loss, which the core
+// is built for.
+func (l *lane) passAck(p []byte, now int64) bool {
 	if !bytes.HasPrefix(p, ackPrefix) {
 		return true
 	}
 	leader := valueAfter(p, leaderKey)
-	if leader == nil || string(leader) == l.thin.self {
+	if leader == nil {
 		return true
 	}
-	if seq, ok := numberAfter(p, seqKey); !ok || seq == 0 {
+	seq, ok := numberAfter(p, seqKey)
+	if !ok || seq == 0 {
 		return true
 	}
+	if string(leader) != l.thin.self {
+		return l.otherAck(now)
+	}
+	if !l.thin.quorum {
+		return true
+	}
+	term, ok := numberAfter(p, termKey)
+	return !ok || l.ownAck(term, seq, now)
+}
+
+// otherAck: one ack of the member's addressed to another leader goes to
+// the core per everyMs (an election timeout). A follower's core uses a
+// fellow follower's acks only to count it live (heard within two election
+// timeouts: the rank that orders their campaigns) and to learn its
+// priority, and one ack per election timeout keeps both; the leader they
+// are for gets them (ownAck). In a settled group of three, the other
+// follower's acks were a third of the payloads each follower's core read.
+// With authentication on, an ack forged in the member's name can take the
+// slot of a genuine one (the core then refuses the forgery): the member
+// may then count as not live for this follower, which changes only when
+// it campaigns.
+func (l *lane) otherAck(now int64) bool {
 	if l.otherAckPassed && now-l.otherAckAt < l.thin.everyMs {
 		return false
 	}
 	l.otherAckPassed, l.otherAckAt = true, now
+	return true
+}
+
+// ownAck: an ack of heartbeat (term, seq) addressed to this agent goes to
+// the core if it is among the first a majority needs of that heartbeat
+// (half the group's members: this agent's vote is its own), or if the
+// member's last ack that went to the core is one and a half heartbeat
+// intervals old or more. An ack counts its sender for every heartbeat up
+// to its seq (core/quorum.go onAck), so the lease grows from the same
+// heartbeats as before; in a settled group of three the slower follower's
+// every other ack was needless, a quarter of the acks a leader's core
+// read. Each member is still heard about every other heartbeat, so it
+// stays live and in contact for CheckQuorum, and its acked seq stays
+// within the two a priority hand-off asks of it (transferToBetter). A
+// count over lanes that still hold a removed member passes more acks,
+// never fewer. The counted heartbeat is the latest seen, for one interval
+// at most: a forged ack (refused by the core with authentication on; with
+// it off, anyone may speak for anyone) with a far seq or term stops the
+// counting for that long, and one forged in a member's name takes that
+// member's slot once; the lease then grows from the members' slots, every
+// other heartbeat.
+func (l *lane) ownAck(term, seq uint64, now int64) bool {
+	t := l.thin
+	if term != t.term || seq > t.seq || now-t.at >= t.heartbeatMs {
+		t.term, t.seq, t.at, t.acks = term, seq, now, 0
+	}
+	if seq == t.seq && t.acks < t.members/2 {
+		t.acks++
+	} else if l.ownAckPassed && now-l.ownAckAt < t.heartbeatMs*3/2 {
+		return false
+	}
+	l.ownAckPassed, l.ownAckAt = true, now
 	return true
 }
 
@@ -129,16 +196,21 @@ func (in *inbox) setMembers(topic string, ids []string) {
 			m[id] = &lane{thin: in.thin[topic]}
 		}
 	}
+	if t := in.thin[topic]; t != nil {
+		t.count(m)
+	}
 }
 
-// thinAcks has topic's acks addressed to another leader than self thinned
-// to one per member and everyMs (otherAck), for its lanes known and to
-// come.
-func (in *inbox) thinAcks(topic, self string, everyMs int64) {
+// thinAcks has topic's acks thinned (passAck), for its lanes known and to
+// come: those addressed to another leader than self to one per member and
+// everyMs, and, if quorum (heartbeats every heartbeatMs), those addressed
+// to self to what its lease and its view of the members need.
+func (in *inbox) thinAcks(topic, self string, everyMs int64, quorum bool, heartbeatMs int64) {
 	if in.thin == nil {
 		in.thin = map[string]*ackThinning{}
 	}
-	t := &ackThinning{self: self, everyMs: everyMs}
+	t := &ackThinning{self: self, everyMs: everyMs, quorum: quorum, heartbeatMs: heartbeatMs}
+	t.count(in.topics[topic])
 	in.thin[topic] = t
 	for _, l := range in.topics[topic] {
 		l.thin = t
@@ -193,7 +265,7 @@ func (in *inbox) addIn(m inMsg, from string, maxShared int) (queued, member bool
 // is behind, m takes the place of the lane's last message if it
 // supersedes it.
 func (in *inbox) addLane(m core.Message, l *lane, maxShared int) bool {
-	if l.thin != nil && len(in.topics) >= thinGroups && !l.otherAck(m.Payload, in.now) {
+	if l.thin != nil && len(in.topics) >= thinGroups && !l.passAck(m.Payload, in.now) {
 		in.thinned++
 		return true
 	}

@@ -450,14 +450,15 @@ func TestSupersedes(t *testing.T) {
 }
 
 // In an agent of thinGroups groups or more, a follower's core gets one ack
-// per half an election timeout of each member that addresses another
-// leader; every ack addressed to this agent, every stale reply (seq 0) and
-// every other message goes to it. With fewer groups nothing is thinned.
+// per election timeout (here 1000 ms) of each member that addresses
+// another leader; the first ack of a heartbeat addressed to this agent,
+// every stale reply (seq 0) and every other message goes to it. With fewer
+// groups nothing is thinned.
 func TestOtherFollowersAcksThinned(t *testing.T) {
 	var in inbox
 	for i := range thinGroups {
 		g := core.Topic("g" + strconv.Itoa(i))
-		in.thinAcks(g, "a", 1000)
+		in.thinAcks(g, "a", 1000, true, 250)
 		in.setMembers(g, []string{"a", "b", "c"})
 	}
 	g := core.Topic("g0")
@@ -477,7 +478,7 @@ func TestOtherFollowersAcksThinned(t *testing.T) {
 		{500, hb, true},
 		{600, ack("b", "c", 0), true},   // a stale reply
 		{999, ack("b", "c", 7), false},  // still within 1000 ms
-		{1000, ack("b", "c", 8), true},  // half an election timeout on
+		{1000, ack("b", "c", 8), true},  // an election timeout on
 		{1500, ack("b", "c", 9), false}, // thinned again
 	} {
 		in.now = step.now
@@ -494,5 +495,80 @@ func TestOtherFollowersAcksThinned(t *testing.T) {
 	before := in.pending
 	if in.add(ack("b", "c", 10), 1000); in.pending != before+1 {
 		t.Fatal("an ack thinned in an agent of fewer than thinGroups groups")
+	}
+}
+
+// In a quorum group of an agent in thinGroups groups or more, the leader's
+// core gets, of each heartbeat's acks, the first ones a majority needs (one
+// in a group of three, two in five), and each member's acks at least every
+// one and a half heartbeat intervals (here 500 ms): so its lease grows from
+// every heartbeat as before, and every member stays live, in contact, and
+// at most two seqs behind. Stale replies, other terms and bully groups'
+// acks all go to the core; a forged seq far ahead stops the counting for
+// one interval only.
+func TestOwnAcksThinned(t *testing.T) {
+	var in inbox
+	three, five, bully := core.Topic("three"), core.Topic("five"), core.Topic("bully")
+	for i := range thinGroups {
+		g := core.Topic("g" + strconv.Itoa(i))
+		switch i {
+		case 0:
+			g = three
+		case 1:
+			g = five
+		case 2:
+			g = bully
+		}
+		in.thinAcks(g, "a", 2000, g != bully, 500)
+		in.setMembers(g, []string{"a", "b", "c"})
+	}
+	in.setMembers(five, []string{"d", "e"}) // learnt later: counted
+	ack := func(g, from string, term, seq int) core.Message {
+		return core.Message{Topic: g, Payload: []byte(`{"type":"ack","group":"x","from":"` + from + `","inc":7,"priority":3,"leader":"a","term":` + strconv.Itoa(term) + `,"seq":` + strconv.Itoa(seq) + `,"leader_inc":9}`)}
+	}
+	for i, step := range []struct {
+		now    int64
+		m      core.Message
+		passed bool
+	}{
+		{1000, ack(three, "b", 2, 5), true},  // the first of seq 5: the majority's
+		{1010, ack(three, "c", 2, 5), true},  // c's first: it is heard
+		{1500, ack(three, "b", 2, 6), true},  // the first of seq 6
+		{1510, ack(three, "c", 2, 6), false}, // c's last went 500 ms ago
+		{2000, ack(three, "b", 2, 7), true},
+		{2010, ack(three, "c", 2, 7), true}, // 1,000 ms: c heard again
+		{2500, ack(three, "c", 2, 8), true}, // c first this time
+		{2510, ack(three, "b", 2, 8), false},
+		{2520, ack(three, "c", 2, 6), false}, // late, and c's last is recent
+		{2530, ack(three, "c", 2, 0), true},  // a stale reply
+		{2540, ack(three, "c", 3, 1), true},  // a new term: counted afresh
+		{2550, ack(three, "b", 3, 1), false}, // b's slot: its last was at 2000
+		{3000, ack(three, "b", 3, 2), true},
+		{3010, ack(three, "b", 3, 999), true}, // far ahead (a forgery): counted...
+		{3020, ack(three, "c", 3, 3), false},  // ...so the next heartbeat's first is not
+		{3510, ack(three, "c", 3, 4), true},   // but only for one interval
+		{3520, ack(three, "b", 3, 4), false},
+		{1000, ack(five, "b", 1, 3), true}, // five members: two acks make a majority
+		{1010, ack(five, "c", 1, 3), true},
+		{1020, ack(five, "d", 1, 3), true}, // d's first
+		{1500, ack(five, "b", 1, 4), true},
+		{1510, ack(five, "c", 1, 4), true},
+		{1520, ack(five, "d", 1, 4), false},
+		{1530, ack(five, "e", 1, 4), true}, // e's first
+		{2000, ack(five, "b", 1, 5), true},
+		{2010, ack(five, "c", 1, 5), true},
+		{2020, ack(five, "e", 1, 5), false},
+		{2030, ack(five, "d", 1, 5), true},  // 1,010 ms since d's last
+		{1000, ack(bully, "b", 1, 3), true}, // a bully group thins no ack of its own
+		{1010, ack(bully, "c", 1, 3), true},
+	} {
+		in.now = step.now
+		before, pending := in.thinned, in.pending
+		if queued, member := in.add(step.m, 1000); !queued || !member {
+			t.Fatalf("step %d: not queued in a member's lane", i)
+		}
+		if passed := in.pending > pending; passed != step.passed || (in.thinned > before) == step.passed {
+			t.Fatalf("step %d (%s): passed %v (want %v)", i, step.m.Payload, passed, step.passed)
+		}
 	}
 }
