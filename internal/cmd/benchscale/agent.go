@@ -30,7 +30,7 @@ func groupName(i int) string { return fmt.Sprintf("bench-%05d", i) }
 //	ready <ms>                      every group joined
 //	L <ms> <group> <leader> <term>  OnNewLeader
 //	U <ms> <group>                  the group's leader is no longer known (a
-//	                                probe of every group's Status, every 250 ms)
+//	                                probe of every group's Election.Leader, every 250 ms)
 //	C <ms> <in> <out> <dropped>     the agent's message counters, every second
 //	E <ms> <campaigns>              campaigns its groups started so far (on
 //	                                "quiet" and "probe" from stdin)
@@ -96,7 +96,7 @@ func runAgent(args []string) error {
 	ids := strings.Split(*members, ",")
 	// view[i] is the leader of group i as last written to stdout ("" once a
 	// probe found it lost). OnNewLeader never reports a loss, so the probe
-	// polls Election.Status for that.
+	// polls Election.Leader (no call into the core) for that.
 	var viewMu sync.Mutex
 	view := make([]string, *groups)
 	// One JoinAll: one round trip to the broker for every subscription.
@@ -164,7 +164,7 @@ func runAgent(args []string) error {
 			viewMu.Lock()
 			before := view[i]
 			viewMu.Unlock()
-			if before == "" || el.Status().Leader != "" {
+			if id, _ := el.Leader(); before == "" || id != "" {
 				continue
 			}
 			viewMu.Lock()
