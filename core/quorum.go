@@ -357,6 +357,16 @@ func (g *group) onVoteRequest(e *Engine, m *wireMsg) string {
 	if m.Pre {
 		grant := m.Term > g.term && !g.inLease(now) && !outdated
 		g.sendVote(e, m.Candidate, m.Term, true, grant)
+		if c := g.member(m.Candidate); grant && c != nil && g.role == RolePreCandidate && m.Term == g.term+1 &&
+			outranks(c.priority, c.id, g.cfg.Priority, g.cfg.ID) {
+			// Two members whose timers ran out within a message's delay
+			// of each other grant each other's pre-vote, both campaign,
+			// and split the vote: a round lost, an election timeout or
+			// more. The lower-ranked one stands back; its timer, reset
+			// when it asked, runs on should the other's round fail.
+			g.role = RoleFollower
+			g.votes = g.votes[:0]
+		}
 		return ""
 	}
 	if g.inLease(now) {

@@ -22,9 +22,9 @@ func ExampleRun() {
 	}
 	// Output:
 	// violations: 0
-	// n4 crashed at 5470 ms: n3 elected 2369 ms later, known to all after 2477 ms
-	// n3 crashed at 13433 ms: n4 elected 2556 ms later, known to all after 2676 ms
-	// n3 crashed at 21726 ms: n4 elected 2726 ms later, known to all after 2845 ms
+	// n3 crashed at 5470 ms: n4 elected 2378 ms later, known to all after 2483 ms
+	// n3 crashed at 13439 ms: n4 elected 2076 ms later, known to all after 2196 ms
+	// n4 crashed at 20752 ms: n3 elected 2164 ms later, known to all after 2279 ms
 }
 
 // BenchmarkFaultMix reports seeds per second of the fault mix on one core.

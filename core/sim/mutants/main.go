@@ -264,6 +264,11 @@ var mutations = []mutation{
 	{"backoff-ended-by-short-leader", "group.go",
 		"if at-g.leaderSince >= g.cfg.ElectionTimeoutMs {",
 		"if true {"},
+	// Two crossing pre-votes: the lower-ranked pre-candidate goes on
+	// asking after granting the better one's, and the term's vote splits.
+	{"precandidate-never-stands-back", "quorum.go",
+		"grant && c != nil && g.role == RolePreCandidate",
+		"false && c != nil && g.role == RolePreCandidate"},
 	// Campaign admission (engine.go): every due campaign starts at once; a
 	// won round keeps its slot until its time is up; a round that cannot be
 	// won keeps it until it is won (the retry and the time limit both gone).
@@ -309,6 +314,10 @@ var testOf = map[string]string{
 	"backoff-kept-after-leader-heard": "^(TestCampaignBackoffWidensAndResets|TestTranscripts)$",
 	"backoff-kept-after-leading":      "^(TestCampaignBackoffWidensAndResets|TestTranscripts)$",
 	"backoff-ended-by-short-leader":   "^(TestCampaignBackoffOutlivesShortLeader|TestTranscripts)$",
+	// Standing back is timing only, as the back-off is: a split vote breaks
+	// no invariant and the simulator's liveness bound allows a few. The
+	// transcripts replay crossing pre-votes.
+	"precandidate-never-stands-back": "^TestTranscripts$",
 	// The simulator's groups are fewer than an engine admits campaigns.
 	"campaigns-not-admitted": "^TestCampaignAdmissionBoundsRoundsInFlight$",
 	"won-round-keeps-slot":   "^TestCampaignAdmissionBoundsRoundsInFlight$",
