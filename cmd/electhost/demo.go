@@ -414,7 +414,7 @@ func (d *demo) startAgent(ctx context.Context, a *demoAgent) error {
 	if d.bus != nil {
 		tr = d.bus.Transport(a.id)
 	} else {
-		tr, err = nats.New(nats.Options{URL: d.natsURL, Name: "demo " + a.id, Logger: d.logger})
+		tr, err = nats.New(nats.Options{URL: d.natsURL, Name: "demo " + a.id, Logger: d.logger, NoEcho: true})
 		if err != nil {
 			store.Close()
 			return err

@@ -123,6 +123,7 @@ func (f *transportFlags) open(ctx context.Context, name string, logger *slog.Log
 			Name:           name,
 			ConnectTimeout: 3 * time.Second,
 			Logger:         logger,
+			NoEcho:         true, // one agent, or a listener, per connection
 		})
 		if err != nil {
 			return nil, withCode(exitTransport, err)

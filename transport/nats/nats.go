@@ -43,6 +43,13 @@ type Options struct {
 	// connection is lost (messages published until the reconnect are missed).
 	// host is the server URL (redacted). Called from nats.go's callback goroutine.
 	OnGap func(topic, host string, err error)
+	// NoEcho: the server does not deliver this connection's publishes to
+	// its own subscriptions (nats.NoEcho). For a transport one agent uses
+	// alone: in a swarm of three a third of what an agent received was its
+	// own publishes, which it only recognised and dropped (host/echo.go).
+	// Leave it off when several agents share the transport: they would not
+	// hear each other.
+	NoEcho bool
 	// Extra are appended to the nats.go options (credentials, TLS, ...).
 	Extra  []nats.Option
 	Logger *slog.Logger // nil: silent
@@ -50,8 +57,8 @@ type Options struct {
 
 // Transport is a transport.Transport over core NATS (github.com/nats-io/nats.go).
 //
-// Topics map to subjects with Subject. Echo is on, so a node receives
-// its own publishes. Subscriptions survive server restarts: nats.go
+// Topics map to subjects with Subject. Echo is on unless Options.NoEcho,
+// so a node receives its own publishes. Subscriptions survive server restarts: nats.go
 // reconnects forever and re-subscribes; each reconnect adds the number of
 // active subscriptions to Resubscribes, each loss of the connection counts in
 // Disconnects. Core NATS stores nothing: messages published while a
@@ -133,6 +140,9 @@ func New(opts Options) (*Transport, error) {
 		nats.DisconnectErrHandler(t.onDisconnect),
 		nats.ReconnectHandler(t.onReconnect),
 		nats.ErrorHandler(t.onError),
+	}
+	if opts.NoEcho {
+		nopts = append(nopts, nats.NoEcho())
 	}
 	nc, err := nats.Connect(opts.URL, append(nopts, opts.Extra...)...)
 	if err != nil {

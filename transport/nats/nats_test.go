@@ -307,3 +307,37 @@ func TestNATSCloseWhileSubscriptionsEnd(t *testing.T) {
 		<-done
 	}
 }
+
+// With NoEcho a transport hears the others, not itself.
+func TestNATSNoEcho(t *testing.T) {
+	url, _ := natstest.Start(t)
+	alice, err := New(Options{URL: url, NoEcho: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { alice.Close() })
+	bob := newNATS(t, url)
+	ctx := context.Background()
+	ca, cb := transporttest.NewCollector(), transporttest.NewCollector()
+	if err := alice.Subscribe(ctx, "election:g1", ca.Deliver); err != nil {
+		t.Fatal(err)
+	}
+	if err := bob.Subscribe(ctx, "election:g1", cb.Deliver); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.Publish(ctx, "election:g1", []byte("from alice")); err != nil {
+		t.Fatal(err)
+	}
+	if m := cb.Next(t); string(m.Payload) != "from alice" {
+		t.Fatalf("bob got %q", m.Payload)
+	}
+	// The server wrote alice's echo, had there been one, to her connection
+	// when it wrote the message to bob's: before anything bob sends now.
+	if err := bob.Publish(ctx, "election:g1", []byte("from bob")); err != nil {
+		t.Fatal(err)
+	}
+	if m := ca.Next(t); string(m.Payload) != "from bob" {
+		t.Fatalf("alice got %q", m.Payload)
+	}
+	ca.None(t)
+}

@@ -54,7 +54,7 @@ func runAgent(args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	tr, err := nats.New(nats.Options{URL: *broker, Name: *id})
+	tr, err := nats.New(nats.Options{URL: *broker, Name: *id, NoEcho: true}) // one agent per connection
 	if err != nil {
 		return err
 	}
